@@ -1,0 +1,197 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/concurkit/concurkit/internal/sqlerr"
+)
+
+// Defaults used for the zero fields of a Policy.
+const (
+	DefaultMaxAttempts = 10
+	DefaultBaseDelay   = 2 * time.Millisecond
+	DefaultMaxDelay    = 500 * time.Millisecond
+)
+
+// ErrInvalidPolicy is returned by Do when a Policy field is negative.
+var ErrInvalidPolicy = errors.New("retry: invalid policy")
+
+// ErrExhausted matches every *ExhaustedError with errors.Is.
+var ErrExhausted = errors.New("retry: attempts exhausted")
+
+// Policy says how often and how long to retry. The zero value is valid:
+// DefaultMaxAttempts attempts, delays from DefaultBaseDelay doubling up to
+// DefaultMaxDelay, no elapsed-time budget, and IsRetryable as the classifier.
+// A Policy is a value; Do never modifies it.
+type Policy struct {
+	// MaxAttempts is the total number of calls, the first one included.
+	// Zero means DefaultMaxAttempts; 1 means no retry.
+	MaxAttempts int
+	// BaseDelay is the cap of the first backoff (before jitter).
+	// Zero means DefaultBaseDelay.
+	BaseDelay time.Duration
+	// MaxDelay caps every backoff. Zero means DefaultMaxDelay.
+	MaxDelay time.Duration
+	// MaxElapsed, if positive, stops retrying once this much time has passed
+	// since the first attempt began. Zero means no time budget (attempts and
+	// the context still bound the loop).
+	MaxElapsed time.Duration
+	// Retryable reports whether err is worth another attempt.
+	// Nil means IsRetryable.
+	Retryable func(err error) bool
+	// OnRetry, if set, is called before each backoff with the number of the
+	// attempt that failed (starting at 1), its error and the chosen delay.
+	// It is useful for metrics and logs.
+	OnRetry func(attempt int, err error, delay time.Duration)
+}
+
+// ExhaustedError reports that every allowed attempt failed with a
+// retryable error. It unwraps to the last error, so errors.Is(err,
+// optimistic.ErrConflict) still holds, and it matches ErrExhausted.
+type ExhaustedError struct {
+	Attempts int   // attempts made
+	Last     error // error of the last attempt
+}
+
+func (e *ExhaustedError) Error() string {
+	return fmt.Sprintf("retry: gave up after %d attempts: %v", e.Attempts, e.Last)
+}
+
+// Unwrap returns the last attempt's error.
+func (e *ExhaustedError) Unwrap() error { return e.Last }
+
+// Is makes errors.Is(err, ErrExhausted) true.
+func (e *ExhaustedError) Is(target error) bool { return target == ErrExhausted }
+
+// IsRetryable is the default classifier. It reports true for errors that
+// declare themselves retryable through a `Retryable() bool` method anywhere
+// in their chain (optimistic.ErrConflict, pessimistic.ErrDeadlock and
+// pessimistic.ErrSerialization do) and for raw driver errors that are
+// deadlocks or serialization failures (PostgreSQL 40P01/40001, MySQL 1213).
+// Context errors are never retryable.
+func IsRetryable(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var r interface{ Retryable() bool }
+	if errors.As(err, &r) && r.Retryable() {
+		return true
+	}
+	return sqlerr.Retryable(err)
+}
+
+// Validate reports ErrInvalidPolicy if a field is out of range.
+func (p Policy) Validate() error {
+	switch {
+	case p.MaxAttempts < 0:
+		return fmt.Errorf("%w: MaxAttempts %d < 0", ErrInvalidPolicy, p.MaxAttempts)
+	case p.BaseDelay < 0:
+		return fmt.Errorf("%w: BaseDelay %v < 0", ErrInvalidPolicy, p.BaseDelay)
+	case p.MaxDelay < 0:
+		return fmt.Errorf("%w: MaxDelay %v < 0", ErrInvalidPolicy, p.MaxDelay)
+	case p.MaxElapsed < 0:
+		return fmt.Errorf("%w: MaxElapsed %v < 0", ErrInvalidPolicy, p.MaxElapsed)
+	}
+	return nil
+}
+
+func (p Policy) withDefaults() Policy {
+	if p.MaxAttempts == 0 {
+		p.MaxAttempts = DefaultMaxAttempts
+	}
+	if p.BaseDelay == 0 {
+		p.BaseDelay = DefaultBaseDelay
+	}
+	if p.MaxDelay == 0 {
+		p.MaxDelay = DefaultMaxDelay
+	}
+	if p.MaxDelay < p.BaseDelay {
+		p.MaxDelay = p.BaseDelay
+	}
+	if p.Retryable == nil {
+		p.Retryable = IsRetryable
+	}
+	return p
+}
+
+// Backoff returns the full-jitter delay before retry number attempt
+// (attempt 1 is the wait after the first failure): a uniformly random
+// duration in [0, min(MaxDelay, BaseDelay·2^(attempt-1))].
+func (p Policy) Backoff(attempt int) time.Duration {
+	p = p.withDefaults()
+	ceil := p.MaxDelay
+	if attempt < 1 {
+		attempt = 1
+	}
+	if shift := attempt - 1; shift < 62 {
+		if d := p.BaseDelay << shift; d > 0 && d < ceil {
+			ceil = d
+		}
+	}
+	return rand.N(ceil + 1)
+}
+
+// Do calls fn until it succeeds, fails with an error the policy does not
+// retry, or the policy's budget runs out.
+//
+// It returns nil on success; the error itself when it is not retryable;
+// *ExhaustedError when attempts or MaxElapsed are used up; and, when ctx
+// ends while waiting between attempts, errors.Join(ctx.Err(), last) so that
+// both the context error and the last failure match errors.Is. fn receives
+// ctx unchanged. An invalid policy or nil fn returns an error without
+// calling fn.
+func Do(ctx context.Context, p Policy, fn func(ctx context.Context) error) error {
+	if fn == nil {
+		return errors.New("retry: nil function")
+	}
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	p = p.withDefaults()
+	start := time.Now()
+	for attempt := 1; ; attempt++ {
+		err := fn(ctx)
+		if err == nil {
+			return nil
+		}
+		if !p.Retryable(err) {
+			return err
+		}
+		if attempt >= p.MaxAttempts {
+			return &ExhaustedError{Attempts: attempt, Last: err}
+		}
+		delay := p.Backoff(attempt)
+		if p.MaxElapsed > 0 && time.Since(start)+delay > p.MaxElapsed {
+			return &ExhaustedError{Attempts: attempt, Last: err}
+		}
+		if p.OnRetry != nil {
+			p.OnRetry(attempt, err, delay)
+		}
+		if cerr := sleep(ctx, delay); cerr != nil {
+			return errors.Join(cerr, err)
+		}
+	}
+}
+
+// sleep waits for d or until ctx ends, whichever comes first, and returns
+// ctx.Err() in the second case.
+func sleep(ctx context.Context, d time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
