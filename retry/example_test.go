@@ -1,0 +1,57 @@
+package retry_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/concurkit/concurkit/retry"
+)
+
+// conflict is an error that asks to be retried, as optimistic.ErrConflict does.
+type conflict struct{}
+
+func (conflict) Error() string   { return "version conflict" }
+func (conflict) Retryable() bool { return true }
+
+func ExampleDo() {
+	attempts := 0
+	err := retry.Do(context.Background(), retry.Policy{BaseDelay: time.Millisecond}, func(ctx context.Context) error {
+		attempts++
+		if attempts < 3 {
+			return conflict{} // someone else won the race; read again and retry
+		}
+		return nil
+	})
+	fmt.Println(err, attempts)
+	// Output: <nil> 3
+}
+
+func ExampleExhaustedError() {
+	err := retry.Do(context.Background(), retry.Policy{MaxAttempts: 2, BaseDelay: time.Millisecond}, func(ctx context.Context) error {
+		return conflict{}
+	})
+	var ex *retry.ExhaustedError
+	if errors.As(err, &ex) {
+		fmt.Println(ex.Attempts, errors.Is(err, retry.ErrExhausted), errors.Is(err, conflict{}))
+	}
+	// Output: 2 true true
+}
+
+func ExampleIsRetryable() {
+	fmt.Println(retry.IsRetryable(conflict{}), retry.IsRetryable(errors.New("syntax error")), retry.IsRetryable(context.Canceled))
+	// Output: true false false
+}
+
+func ExamplePolicy_Backoff() {
+	p := retry.Policy{BaseDelay: 10 * time.Millisecond, MaxDelay: 40 * time.Millisecond}
+	d := p.Backoff(5) // full jitter: uniform in [0, min(40ms, 10ms·2⁴)]
+	fmt.Println(d >= 0 && d <= 40*time.Millisecond)
+	// Output: true
+}
+
+func ExamplePolicy_Validate() {
+	fmt.Println(retry.Policy{MaxAttempts: -1}.Validate())
+	// Output: retry: invalid policy: MaxAttempts -1 < 0
+}
