@@ -1,0 +1,26 @@
+package ident_test
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/concurkit/concurkit/internal/ident"
+)
+
+func ExamplePostgres() {
+	q, err := ident.Postgres("app", `odd"name`)
+	fmt.Println(q, err)
+	// Output: "app"."odd""name" <nil>
+}
+
+func ExampleMySQL() {
+	q, err := ident.MySQL("app", "odd`name")
+	fmt.Println(q, err)
+	// Output: `app`.`odd``name` <nil>
+}
+
+func ExampleValidate() {
+	err := ident.Validate("")
+	fmt.Println(errors.Is(err, ident.ErrInvalid), err)
+	// Output: true ident: invalid identifier: empty name
+}
