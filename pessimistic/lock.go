@@ -1,0 +1,181 @@
+package pessimistic
+
+import (
+	"context"
+	"strconv"
+	"time"
+)
+
+// Strength is the row-lock strength of a locking read.
+type Strength uint8
+
+// Lock strengths. The zero value is ForUpdate.
+const (
+	// ForUpdate takes an exclusive row lock: FOR UPDATE.
+	ForUpdate Strength = iota
+	// ForNoKeyUpdate is PostgreSQL's FOR NO KEY UPDATE: exclusive, but it
+	// does not block FOR KEY SHARE (foreign-key checks of inserts in child
+	// tables). MySQL/MariaDB have no such mode; there it becomes FOR UPDATE,
+	// which is stronger, so correctness is kept and only concurrency with
+	// foreign-key checks is lost.
+	ForNoKeyUpdate
+	// ForShare takes a shared row lock: PostgreSQL FOR SHARE, MySQL/MariaDB
+	// LOCK IN SHARE MODE (MariaDB 10.11 does not accept FOR SHARE; MySQL 8
+	// accepts both).
+	ForShare
+)
+
+func (s Strength) String() string {
+	switch s {
+	case ForUpdate:
+		return "FOR UPDATE"
+	case ForNoKeyUpdate:
+		return "FOR NO KEY UPDATE"
+	case ForShare:
+		return "FOR SHARE"
+	}
+	return "Strength(" + strconv.Itoa(int(s)) + ")"
+}
+
+// WaitPolicy says what a locking read does when a row is locked by another
+// transaction.
+type WaitPolicy uint8
+
+// Wait policies. The zero value is Wait.
+const (
+	// Wait blocks until the lock is granted (or the server's own lock
+	// timeout, or the context, ends the wait).
+	Wait WaitPolicy = iota
+	// NoWait fails at once with ErrLockNotAvailable.
+	NoWait
+	// SkipLocked leaves locked rows out of the result.
+	SkipLocked
+	// WaitTimeout waits at most Lock.Timeout, then fails with
+	// ErrLockTimeout. MariaDB: the clause WAIT n, n = Timeout rounded up to
+	// whole seconds (MariaDB truncates fractions, and WAIT 0 is NOWAIT).
+	// PostgreSQL has no per-statement form: LockRows sets lock_timeout
+	// (SET LOCAL semantics) around its statement and restores it afterwards;
+	// Lock.Postgres returns the clause without a wait part.
+	WaitTimeout
+)
+
+// unknownWait marks errors from statements whose wait policy is not known.
+const unknownWait WaitPolicy = 255
+
+func (w WaitPolicy) String() string {
+	switch w {
+	case Wait:
+		return "Wait"
+	case NoWait:
+		return "NoWait"
+	case SkipLocked:
+		return "SkipLocked"
+	case WaitTimeout:
+		return "WaitTimeout"
+	}
+	return "WaitPolicy(" + strconv.Itoa(int(w)) + ")"
+}
+
+// Lock describes the locking clause of a SELECT. The zero value is a plain
+// blocking FOR UPDATE.
+type Lock struct {
+	Strength Strength
+	Wait     WaitPolicy
+	// Timeout is the longest wait under WaitTimeout and must be positive
+	// there; it must be zero under every other policy.
+	Timeout time.Duration
+}
+
+// Validate returns nil or an error wrapping ErrInvalidArgument for an
+// unknown strength or wait policy, or a Timeout that does not fit the
+// policy (negative, zero under WaitTimeout, non-zero elsewhere).
+func (l Lock) Validate() error {
+	switch {
+	case l.Strength > ForShare:
+		return invalid("unknown lock strength %v", l.Strength)
+	case l.Wait > WaitTimeout:
+		return invalid("unknown wait policy %v", l.Wait)
+	case l.Timeout < 0:
+		return invalid("negative lock timeout %v", l.Timeout)
+	case l.Wait == WaitTimeout && l.Timeout == 0:
+		return invalid("WaitTimeout needs a positive Timeout")
+	case l.Wait != WaitTimeout && l.Timeout != 0:
+		return invalid("Timeout %v set with wait policy %v (use WaitTimeout)", l.Timeout, l.Wait)
+	}
+	return nil
+}
+
+// Postgres returns the PostgreSQL locking clause with a leading space, e.g.
+// " FOR NO KEY UPDATE SKIP LOCKED", to append to a SELECT. Under
+// WaitTimeout the clause has no wait part: PostgreSQL bounds lock waits only
+// through lock_timeout, which LockRows and Options.LockTimeout set for you.
+// It returns an error wrapping ErrInvalidArgument when Validate fails.
+func (l Lock) Postgres() (string, error) {
+	if err := l.Validate(); err != nil {
+		return "", err
+	}
+	s := " " + l.Strength.String()
+	switch l.Wait {
+	case NoWait:
+		s += " NOWAIT"
+	case SkipLocked:
+		s += " SKIP LOCKED"
+	}
+	return s, nil
+}
+
+// MySQL returns the MariaDB/MySQL locking clause with a leading space, e.g.
+// " FOR UPDATE WAIT 2" or " LOCK IN SHARE MODE NOWAIT". ForNoKeyUpdate
+// becomes FOR UPDATE; ForShare becomes LOCK IN SHARE MODE; WaitTimeout
+// becomes WAIT n with n the Timeout rounded up to whole seconds (WAIT n is
+// MariaDB syntax; MySQL 8 rejects it). It returns an error wrapping
+// ErrInvalidArgument when Validate fails.
+func (l Lock) MySQL() (string, error) {
+	if err := l.Validate(); err != nil {
+		return "", err
+	}
+	s := " FOR UPDATE"
+	if l.Strength == ForShare {
+		s = " LOCK IN SHARE MODE"
+	}
+	switch l.Wait {
+	case NoWait:
+		s += " NOWAIT"
+	case SkipLocked:
+		s += " SKIP LOCKED"
+	case WaitTimeout:
+		s += " WAIT " + strconv.FormatInt(ceilSeconds(l.Timeout), 10)
+	}
+	return s, nil
+}
+
+// MapError maps err, returned by a statement that used this Lock's clause,
+// to the package's sentinels: under NoWait a lock conflict (PostgreSQL
+// 55P03, MySQL 3572, MariaDB 1205) becomes ErrLockNotAvailable; under Wait
+// or WaitTimeout a lock timeout (PostgreSQL 55P03 under lock_timeout,
+// MySQL/MariaDB 1205) becomes ErrLockTimeout; deadlocks become ErrDeadlock
+// and serialization failures ErrSerialization. If ctx has ended and err is
+// not one of those, the result is errors.Join(ErrLockTimeout, ctx.Err(), err).
+// The driver error stays in the chain. Other errors (and nil) are returned
+// unchanged.
+func (l Lock) MapError(ctx context.Context, err error) error {
+	return mapError(ctx, err, l.Wait, false, true)
+}
+
+// ceilSeconds rounds d up to whole seconds, at least 1.
+func ceilSeconds(d time.Duration) int64 {
+	s := int64((d + time.Second - 1) / time.Second)
+	if s < 1 {
+		s = 1
+	}
+	return s
+}
+
+// pgInterval formats d for lock_timeout: milliseconds, rounded up, at least 1.
+func pgInterval(d time.Duration) string {
+	ms := int64((d + time.Millisecond - 1) / time.Millisecond)
+	if ms < 1 {
+		ms = 1
+	}
+	return strconv.FormatInt(ms, 10) + "ms"
+}

@@ -1,0 +1,83 @@
+package pessimistic
+
+import (
+	"context"
+	"reflect"
+	"time"
+
+	"github.com/concurkit/concurkit/retry"
+)
+
+// rollbackTimeout bounds the ROLLBACK sent after a failed attempt; it runs
+// on a context detached from the caller's, which may already be cancelled.
+const rollbackTimeout = 5 * time.Second
+
+// txn is what the core loop needs from a driver's transaction.
+type txn interface {
+	// finish runs before COMMIT or ROLLBACK (restoring session settings).
+	finish(ctx context.Context) error
+	commit(ctx context.Context) error
+	rollback(ctx context.Context)
+	// commitError turns a COMMIT error into the error to return: a definite
+	// failure (mapped) or an *AmbiguousCommitError.
+	commitError(ctx context.Context, err error) error
+}
+
+// inTx is the retry loop shared by the drivers: each attempt begins a
+// transaction, runs fn, and commits; errors are mapped to the sentinels and
+// retried by the policy in o.
+func inTx[T txn](ctx context.Context, o Options, begin func(context.Context) (T, error), fn func(context.Context, T) error) error {
+	return retry.Do(ctx, o.Retry, func(ctx context.Context) error {
+		return mapError(ctx, attempt(ctx, begin, fn), unknownWait, o.LockTimeout > 0, false)
+	})
+}
+
+// attempt runs one transaction. A panic in fn rolls back and is re-raised.
+func attempt[T txn](ctx context.Context, begin func(context.Context) (T, error), fn func(context.Context, T) error) (err error) {
+	tx, err := begin(ctx)
+	if err != nil {
+		return err
+	}
+	done := false
+	defer func() {
+		if done {
+			return
+		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+		defer cancel()
+		_ = tx.finish(rctx) // best effort; the error that ended the attempt matters
+		tx.rollback(rctx)
+		// recover() returns nil when nothing panicked; re-raise otherwise.
+		if p := recover(); p != nil {
+			panic(p)
+		}
+	}()
+	if err := fn(ctx, tx); err != nil {
+		return err
+	}
+	if err := tx.finish(ctx); err != nil {
+		return err
+	}
+	done = true
+	if err := tx.commit(ctx); err != nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+		defer cancel()
+		tx.rollback(rctx) // no-op unless COMMIT was never sent
+		return tx.commitError(ctx, err)
+	}
+	return nil
+}
+
+// isNil reports whether v is nil or a nil pointer/interface/func/map/slice/chan
+// inside an interface, so that a typed nil handle is rejected instead of
+// panicking deep inside a driver.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.Interface, reflect.Func, reflect.Map, reflect.Slice, reflect.Chan:
+		return rv.IsNil()
+	}
+	return false
+}
