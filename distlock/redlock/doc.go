@@ -1,0 +1,35 @@
+// Package redlock is a distlock backend on N independent Redis masters
+// (the Redlock algorithm): a lock is held when a majority (N/2+1) of the
+// masters accepted SET key value NX PX ttl within the lock's validity,
+// validity = TTL − time spent acquiring − clock drift (DriftFactor·TTL +
+// 2 ms). Requests go to every master in parallel, each bounded by a short
+// per-node timeout; after a failed attempt the lock is deleted (Lua
+// compare-and-delete) on EVERY master, also those that did not answer,
+// since a timed-out request may still have been applied. Extend is a
+// compare-and-pexpire that must reach a majority again within the new
+// validity.
+//
+// Redlock alone does not give mutual exclusion under process pauses, slow
+// networks or clock jumps (Kleppmann, "How to do distributed locking",
+// 2016). Every lease therefore carries a fencing token, minted from a
+// fenced.Source BEFORE acquiring and stored in the lock value together with
+// a random holder id; storage that checks tokens with the package fenced
+// rejects a paused holder's late write. Minting after acquiring would be
+// unsafe: a holder paused between acquiring and minting could mint a token
+// higher than its successor's.
+//
+// Each master also remembers the highest token that acquired the key (key +
+// FenceKeySuffix) and refuses lower tokens. Any two majorities share a
+// master, so a token lower than one that already acquired can never gather
+// a majority: tokens increase strictly in acquisition order. A waiter keeps
+// its token while the lock is busy and mints a new one only when a master
+// reports it stale. A master restarted without persistence forgets both
+// the lock and the highest token; restart it only after the longest TTL in
+// use has passed (the delayed restart of the Redlock paper), and the
+// storage check still rejects any stale write.
+//
+// The per-node timeout cancels a request's context. go-redis honours a
+// context deadline on the socket only with Options.ContextTimeoutEnabled;
+// without it a hung (not dead) master holds an attempt up to the client's
+// ReadTimeout. A dead master (connection refused) fails at once either way.
+package redlock
