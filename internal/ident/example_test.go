@@ -24,3 +24,13 @@ func ExampleValidate() {
 	fmt.Println(errors.Is(err, ident.ErrInvalid), err)
 	// Output: true ident: invalid identifier: empty name
 }
+
+func ExampleDynamoDBTable() {
+	fmt.Println(ident.DynamoDBTable("orders") == nil, ident.DynamoDBTable("no spaces") == nil)
+	// Output: true false
+}
+
+func ExampleDynamoDBAttribute() {
+	fmt.Println(ident.DynamoDBAttribute("version") == nil, ident.DynamoDBAttribute("") == nil)
+	// Output: true false
+}

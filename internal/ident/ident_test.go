@@ -148,3 +148,31 @@ func FuzzMySQL(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, a, b string) { fuzzQuote(t, MySQL, '`', a, b) })
 }
+
+func TestDynamoDB(t *testing.T) {
+	tables := []struct {
+		name string
+		ok   bool
+	}{
+		{"orders", true}, {"a.b-c_D9", true}, {"ab", false}, {"", false},
+		{strings.Repeat("t", 255), true}, {strings.Repeat("t", 256), false},
+		{"has space", false}, {"ünï", false},
+	}
+	for _, tc := range tables {
+		if err := DynamoDBTable(tc.name); (err == nil) != tc.ok || (err != nil && !errors.Is(err, ErrInvalid)) {
+			t.Errorf("DynamoDBTable(%q) = %v, want ok=%v", tc.name, err, tc.ok)
+		}
+	}
+	attrs := []struct {
+		name string
+		ok   bool
+	}{
+		{"pk", true}, {"with space ünï", true}, {"", false}, {"a\x00", false}, {"\xff", false},
+		{strings.Repeat("a", 255), true}, {strings.Repeat("a", 256), false},
+	}
+	for _, tc := range attrs {
+		if err := DynamoDBAttribute(tc.name); (err == nil) != tc.ok || (err != nil && !errors.Is(err, ErrInvalid)) {
+			t.Errorf("DynamoDBAttribute(%q) = %v, want ok=%v", tc.name, err, tc.ok)
+		}
+	}
+}
