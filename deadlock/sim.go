@@ -1,0 +1,636 @@
+package deadlock
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+)
+
+// Options configures Simulate. A nil *Options or the zero value means the
+// documented defaults; Simulate never modifies the caller's struct.
+type Options struct {
+	// Policy keeps locking live; default Detect.
+	Policy Policy
+	// Victim picks the deadlock victim under Detect and DetectPeriodic;
+	// default Youngest.
+	Victim Victim
+	// Concurrency is the most transactions active at once (the
+	// multiprogramming level); later arrivals queue for admission.
+	// Default 10.
+	Concurrency int
+	// OpTime is how long a read or write takes once its lock is granted;
+	// default 10µs.
+	OpTime Time
+	// DetectInterval is the period of DetectPeriodic; default 1ms.
+	DetectInterval Time
+	// LockTimeout is the longest wait under Timeout; default 1ms.
+	LockTimeout Time
+	// RestartDelay is the mean delay before an aborted transaction runs
+	// again (uniform in [d/2, 3d/2)); default 100µs. A restarted
+	// transaction keeps its original timestamp, so under wait-die and
+	// wound-wait it grows older and cannot starve.
+	RestartDelay Time
+	// Seed drives the restart jitter.
+	Seed uint64
+	// Trace records every scheduling event in Result.Trace.
+	Trace bool
+	// MaxGraphs is how many wait-for graphs to keep (at the moment of each
+	// of the first deadlocks found); default 1, negative keeps none.
+	MaxGraphs int
+	// MaxTime, when positive, stops a run whose logical clock passes it
+	// with an error wrapping ErrStuck.
+	MaxTime Time
+	// Check verifies the lock table after every event and, under WaitDie,
+	// WoundWait and NoWait, that the wait-for graph has no cycle; a
+	// violation ends the run with an error wrapping ErrInvariant. Slow;
+	// for tests.
+	Check bool
+}
+
+// HistoryOp is one read or write of a committed transaction.
+type HistoryOp struct {
+	Time     Time
+	Txn      TxnID
+	Kind     OpKind // Read or Write
+	Resource Resource
+}
+
+// Result is the outcome of one simulation run.
+type Result struct {
+	Policy Policy
+	Victim Victim
+	// Committed is the number of committed transactions (all of them,
+	// when Simulate returns no error).
+	Committed int
+	// Aborts counts aborted attempts by cause.
+	Aborts Aborts
+	// Deadlocks is the number of wait-for cycles found.
+	Deadlocks int
+	// LockRequests counts lock requests, including repeats after restarts.
+	LockRequests int
+	// Waits counts requests that had to wait.
+	Waits int
+	// MeanWait and P99Wait are over all lock requests (0 for one granted at
+	// once; a wait ended by an abort counts until the abort).
+	MeanWait, P99Wait Time
+	// Elapsed is the logical time of the last commit.
+	Elapsed Time
+	// Throughput is committed transactions per logical second.
+	Throughput float64
+	// History lists the reads and writes of the committed attempts in
+	// execution order: a conflict-serializable history if 2PL is correct
+	// (see CheckSerializable).
+	History []HistoryOp
+	// Trace is the schedule, when Options.Trace is set.
+	Trace []TraceEvent
+	// Graphs holds the wait-for graph at each of the first
+	// Options.MaxGraphs deadlocks, the cycle and the victim marked.
+	Graphs []*WaitForGraph
+}
+
+type evKind uint8
+
+const (
+	evArrive evKind = iota
+	evStep
+	evTimeout
+	evDetect
+)
+
+type event struct {
+	at   Time
+	seq  uint64
+	kind evKind
+	inc  uint32
+	tx   int32
+	aux  uint64
+}
+
+type simTxn struct {
+	txn       *Txn
+	ts        uint64 // admission order: the timestamp for wait-die/wound-wait/youngest
+	pc        int
+	inc       uint32 // bumped on abort so the attempt's pending events are ignored
+	attempt   int
+	work      int
+	waiting   bool
+	waitSince Time
+	waitSeq   uint64
+}
+
+type histRec struct {
+	HistoryOp
+	tx      int32
+	attempt int
+}
+
+type sim struct {
+	o       Options
+	lm      LockManager
+	txns    []simTxn
+	byID    map[TxnID]int32
+	order   []int32 // arrival order
+	next    int     // next arrival in order
+	admit   []int32 // waiting for admission
+	active  int
+	ev      []event
+	seq     uint64
+	now     Time
+	nextTS  uint64
+	rng     *rand.Rand
+	res     Result
+	waits   []Time
+	hist    []histRec
+	commitA []int // committed attempt per txn, -1 while not committed
+	grants  []Grant
+	ids     []TxnID
+	detect  bool // a periodic detection is scheduled
+	waitLog []event
+	err     error
+}
+
+// Simulate runs the transaction scripts under strict two-phase locking on a
+// discrete-event scheduler with a logical clock and returns what happened.
+// The run is deterministic: the same txns and opts give the same Result.
+// Every transaction eventually commits; an aborted attempt releases its
+// locks and restarts from its first step after Options.RestartDelay.
+//
+// It returns an error wrapping ErrInvalidWorkload for invalid options or
+// scripts (zero or duplicate IDs, unknown step kinds, negative times), ErrStuck
+// if transactions cannot finish, and ErrInvariant when Options.Check finds
+// a broken invariant.
+func Simulate(txns []Txn, opts *Options) (*Result, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Concurrency == 0 {
+		o.Concurrency = 10
+	}
+	if o.OpTime == 0 {
+		o.OpTime = 10 * Microsecond
+	}
+	if o.DetectInterval == 0 {
+		o.DetectInterval = Millisecond
+	}
+	if o.LockTimeout == 0 {
+		o.LockTimeout = Millisecond
+	}
+	if o.RestartDelay == 0 {
+		o.RestartDelay = 100 * Microsecond
+	}
+	if o.MaxGraphs == 0 {
+		o.MaxGraphs = 1
+	}
+	if o.Concurrency < 0 || o.OpTime < 0 || o.DetectInterval < 0 || o.LockTimeout < 0 || o.RestartDelay < 0 || o.MaxTime < 0 {
+		return nil, fmt.Errorf("%w: negative option", ErrInvalidWorkload)
+	}
+	if int(o.Policy) >= len(policyNames) || int(o.Victim) >= len(victimNames) {
+		return nil, fmt.Errorf("%w: unknown policy %s or victim rule %s", ErrInvalidWorkload, o.Policy, o.Victim)
+	}
+	s := &sim{
+		o:       o,
+		txns:    make([]simTxn, len(txns)),
+		byID:    make(map[TxnID]int32, len(txns)),
+		order:   make([]int32, len(txns)),
+		commitA: make([]int, len(txns)),
+		rng:     rand.New(rand.NewPCG(o.Seed, 0x5eed)),
+	}
+	s.res.Policy, s.res.Victim = o.Policy, o.Victim
+	for i := range txns {
+		t := &txns[i]
+		if t.ID == 0 || t.Arrival < 0 {
+			return nil, fmt.Errorf("%w: transaction %d has ID 0 or a negative arrival", ErrInvalidWorkload, i)
+		}
+		if _, dup := s.byID[t.ID]; dup {
+			return nil, fmt.Errorf("%w: duplicate transaction ID %d", ErrInvalidWorkload, t.ID)
+		}
+		for _, op := range t.Ops {
+			if (op.Kind != Read && op.Kind != Write && op.Kind != Think) || op.Duration < 0 {
+				return nil, fmt.Errorf("%w: transaction %d has an invalid step %+v", ErrInvalidWorkload, t.ID, op)
+			}
+		}
+		s.byID[t.ID] = int32(i)
+		s.txns[i].txn = t
+		s.order[i] = int32(i)
+		s.commitA[i] = -1
+	}
+	slices.SortStableFunc(s.order, func(a, b int32) int {
+		return cmpTime(txns[a].Arrival, txns[b].Arrival)
+	})
+	if len(s.order) > 0 {
+		s.push(event{at: txns[s.order[0]].Arrival, kind: evArrive})
+	}
+	for len(s.ev) > 0 && s.err == nil {
+		e := s.pop()
+		s.now = e.at
+		if o.MaxTime > 0 && s.now > o.MaxTime {
+			return nil, fmt.Errorf("%w: %d of %d transactions committed by t=%s", ErrStuck, s.res.Committed, len(txns), o.MaxTime)
+		}
+		s.handle(e)
+		if o.Check && s.err == nil {
+			s.check()
+		}
+	}
+	if s.err != nil {
+		return nil, s.err
+	}
+	if s.res.Committed != len(txns) {
+		return nil, fmt.Errorf("%w: %d of %d transactions committed, nothing left to happen", ErrStuck, s.res.Committed, len(txns))
+	}
+	s.finish()
+	return &s.res, nil
+}
+
+func cmpTime(a, b Time) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func (s *sim) push(e event) {
+	s.seq++
+	e.seq = s.seq
+	s.ev = append(s.ev, e)
+	h := s.ev
+	i := len(h) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if !evLess(&h[i], &h[p]) {
+			break
+		}
+		h[i], h[p] = h[p], h[i]
+		i = p
+	}
+}
+
+func evLess(a, b *event) bool {
+	if a.at != b.at {
+		return a.at < b.at
+	}
+	return a.seq < b.seq
+}
+
+func (s *sim) pop() event {
+	h := s.ev
+	top := h[0]
+	n := len(h) - 1
+	h[0] = h[n]
+	h = h[:n]
+	i := 0
+	for {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		m := l
+		if r := l + 1; r < n && evLess(&h[r], &h[l]) {
+			m = r
+		}
+		if !evLess(&h[m], &h[i]) {
+			break
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+	s.ev = h
+	return top
+}
+
+func (s *sim) trace(e TraceEvent) {
+	if s.o.Trace {
+		e.Time = s.now
+		s.res.Trace = append(s.res.Trace, e)
+	}
+}
+
+func (s *sim) handle(e event) {
+	switch e.kind {
+	case evArrive:
+		i := s.order[s.next]
+		s.next++
+		if s.next < len(s.order) {
+			s.push(event{at: s.txns[s.order[s.next]].txn.Arrival, kind: evArrive})
+		}
+		if s.active < s.o.Concurrency {
+			s.start(i)
+		} else {
+			s.admit = append(s.admit, i)
+		}
+	case evStep:
+		t := &s.txns[e.tx]
+		if t.inc == e.inc && !t.waiting {
+			s.step(e.tx)
+		}
+	case evTimeout:
+		t := &s.txns[e.tx]
+		if t.inc == e.inc && t.waiting && t.waitSeq == e.aux {
+			s.abort(e.tx, CauseTimeout)
+		}
+	case evDetect:
+		s.detectAll()
+	}
+}
+
+func (s *sim) start(i int32) {
+	t := &s.txns[i]
+	s.nextTS++
+	t.ts = s.nextTS
+	s.active++
+	s.trace(TraceEvent{Kind: TraceStart, Txn: t.txn.ID})
+	s.step(i)
+}
+
+func (s *sim) step(i int32) {
+	t := &s.txns[i]
+	if t.pc == len(t.txn.Ops) {
+		s.commit(i)
+		return
+	}
+	op := t.txn.Ops[t.pc]
+	if op.Kind == Think {
+		t.pc++
+		s.push(event{at: s.now + op.Duration, kind: evStep, tx: i, inc: t.inc})
+		return
+	}
+	mode := Shared
+	if op.Kind == Write {
+		mode = Exclusive
+	}
+	s.res.LockRequests++
+	if s.o.Policy == NoWait {
+		ok, _ := s.lm.TryAcquire(t.txn.ID, op.Resource, mode)
+		if ok {
+			s.waits = append(s.waits, 0)
+			s.granted(i, mode)
+		} else {
+			s.waits = append(s.waits, 0)
+			s.abort(i, CauseNoWait)
+		}
+		return
+	}
+	st, err := s.lm.Acquire(t.txn.ID, op.Resource, mode)
+	if err != nil {
+		s.err = fmt.Errorf("%w: %v", ErrInvariant, err)
+		return
+	}
+	if st == Granted {
+		s.waits = append(s.waits, 0)
+		s.granted(i, mode)
+		return
+	}
+	s.wait(i, op.Resource, mode)
+}
+
+func (s *sim) granted(i int32, mode Mode) {
+	t := &s.txns[i]
+	op := t.txn.Ops[t.pc]
+	s.hist = append(s.hist, histRec{HistoryOp: HistoryOp{Time: s.now, Txn: t.txn.ID, Kind: op.Kind, Resource: op.Resource}, tx: i, attempt: t.attempt})
+	s.trace(TraceEvent{Kind: TraceGrant, Txn: t.txn.ID, Resource: op.Resource, Mode: mode})
+	t.pc++
+	t.work++
+	s.push(event{at: s.now + s.o.OpTime, kind: evStep, tx: i, inc: t.inc})
+}
+
+func (s *sim) blockers(i int32) []TxnID {
+	t := s.lm.txns[s.txns[i].txn.ID]
+	s.lm.buf = appendBlockers(t, s.lm.buf[:0])
+	s.ids = s.ids[:0]
+	for _, b := range s.lm.buf {
+		s.ids = append(s.ids, b.id)
+	}
+	return s.ids
+}
+
+func (s *sim) wait(i int32, r Resource, mode Mode) {
+	t := &s.txns[i]
+	t.waiting = true
+	t.waitSince = s.now
+	t.waitSeq++
+	s.res.Waits++
+	if s.o.Trace {
+		s.trace(TraceEvent{Kind: TraceWait, Txn: t.txn.ID, Resource: r, Mode: mode, Txns: slices.Clone(s.blockers(i))})
+	}
+	switch s.o.Policy {
+	case Detect:
+		s.resolve(i)
+	case DetectPeriodic:
+		s.waitLog = append(s.waitLog, event{tx: i, aux: t.waitSeq, inc: t.inc})
+		if !s.detect {
+			s.detect = true
+			s.push(event{at: s.now + s.o.DetectInterval, kind: evDetect})
+		}
+	case Timeout:
+		s.push(event{at: s.now + s.o.LockTimeout, kind: evTimeout, tx: i, inc: t.inc, aux: t.waitSeq})
+	case WaitDie:
+		// Older waits for younger; a younger requester dies.
+		for _, b := range s.blockers(i) {
+			if s.txns[s.byID[b]].ts < t.ts {
+				s.abort(i, CauseDied)
+				return
+			}
+		}
+		// An upgrade queued ahead of waiters gave them a new edge into t.
+		for _, w := range s.lm.waitersBehind(t.txn.ID, s.ids[:0]) {
+			if wi := s.byID[w]; s.txns[wi].ts > t.ts && s.txns[wi].waiting {
+				s.abort(wi, CauseDied)
+			}
+		}
+	case WoundWait:
+		// Older wounds younger holders; younger waits for older.
+		victims := slices.Clone(s.blockers(i))
+		for _, b := range victims {
+			if bi := s.byID[b]; s.txns[bi].ts > t.ts {
+				s.abort(bi, CauseWounded)
+			}
+		}
+		if t.waiting {
+			for _, w := range s.lm.waitersBehind(t.txn.ID, s.ids[:0]) {
+				if s.txns[s.byID[w]].ts < t.ts {
+					s.abort(i, CauseWounded)
+					return
+				}
+			}
+		}
+	}
+}
+
+// resolve breaks every cycle through the waiting transaction i.
+func (s *sim) resolve(i int32) {
+	t := &s.txns[i]
+	for t.waiting {
+		cyc := s.lm.FindCycle(t.txn.ID)
+		if cyc == nil {
+			return
+		}
+		s.res.Deadlocks++
+		v := s.victim(cyc)
+		vid := s.txns[v].txn.ID
+		if len(s.res.Graphs) < s.o.MaxGraphs {
+			g := s.lm.Graph()
+			g.Time, g.Cycle, g.Victim = s.now, slices.Clone(cyc), vid
+			s.res.Graphs = append(s.res.Graphs, g)
+		}
+		if s.o.Trace {
+			s.trace(TraceEvent{Kind: TraceDeadlock, Txn: vid, Txns: slices.Clone(cyc)})
+		}
+		s.abort(v, CauseDeadlock)
+	}
+}
+
+func (s *sim) victim(cyc []TxnID) int32 {
+	best := int32(-1)
+	bestLocks := 0
+	for _, id := range cyc {
+		x := s.byID[id]
+		locks := 0
+		if s.o.Victim == FewestLocks {
+			locks = s.lm.Held(id)
+		}
+		if best < 0 {
+			best, bestLocks = x, locks
+			continue
+		}
+		a, b := &s.txns[x], &s.txns[best]
+		better := a.ts > b.ts
+		switch s.o.Victim {
+		case LeastWork:
+			if a.work != b.work {
+				better = a.work < b.work
+			}
+		case FewestLocks:
+			if locks != bestLocks {
+				better = locks < bestLocks
+			}
+		}
+		if better {
+			best, bestLocks = x, locks
+		}
+	}
+	return best
+}
+
+func (s *sim) detectAll() {
+	s.detect = false
+	live := s.waitLog[:0]
+	for _, w := range s.waitLog {
+		t := &s.txns[w.tx]
+		if t.waiting && t.inc == w.inc && t.waitSeq == w.aux {
+			live = append(live, w)
+		}
+	}
+	s.waitLog = live
+	for _, w := range s.waitLog {
+		if t := &s.txns[w.tx]; t.waiting && t.inc == w.inc && t.waitSeq == w.aux {
+			s.resolve(w.tx)
+		}
+	}
+	live = s.waitLog[:0]
+	for _, w := range s.waitLog {
+		if t := &s.txns[w.tx]; t.waiting && t.inc == w.inc && t.waitSeq == w.aux {
+			live = append(live, w)
+		}
+	}
+	s.waitLog = live
+	if len(live) > 0 {
+		s.detect = true
+		s.push(event{at: s.now + s.o.DetectInterval, kind: evDetect})
+	}
+}
+
+func (s *sim) abort(i int32, c Cause) {
+	t := &s.txns[i]
+	if t.waiting {
+		t.waiting = false
+		s.waits = append(s.waits, s.now-t.waitSince)
+	}
+	s.grants = append(s.grants[:0], s.lm.release(t.txn.ID, nil)...)
+	t.inc++
+	t.attempt++
+	t.pc, t.work = 0, 0
+	s.res.Aborts.add(c)
+	s.trace(TraceEvent{Kind: TraceAbort, Txn: t.txn.ID, Cause: c})
+	d := s.o.RestartDelay/2 + Time(s.rng.Int64N(int64(s.o.RestartDelay)+1))
+	s.push(event{at: s.now + d, kind: evStep, tx: i, inc: t.inc})
+	s.wake()
+}
+
+func (s *sim) commit(i int32) {
+	t := &s.txns[i]
+	s.grants = append(s.grants[:0], s.lm.release(t.txn.ID, nil)...)
+	s.res.Committed++
+	s.commitA[i] = t.attempt
+	s.res.Elapsed = s.now
+	s.active--
+	s.trace(TraceEvent{Kind: TraceCommit, Txn: t.txn.ID})
+	s.wake()
+	if len(s.admit) > 0 && s.active < s.o.Concurrency {
+		n := s.admit[0]
+		s.admit = s.admit[1:]
+		s.start(n)
+	}
+}
+
+// wake hands the grants of the last release to their waiting transactions.
+func (s *sim) wake() {
+	gs := s.grants
+	s.grants = nil
+	for _, g := range gs {
+		i := s.byID[g.Txn]
+		t := &s.txns[i]
+		t.waiting = false
+		s.waits = append(s.waits, s.now-t.waitSince)
+		s.granted(i, g.Mode)
+	}
+	s.grants = gs[:0]
+}
+
+func (s *sim) check() {
+	if err := s.lm.Check(); err != nil {
+		s.err = err
+		return
+	}
+	switch s.o.Policy {
+	case WaitDie, WoundWait, NoWait:
+		for id, t := range s.lm.txns {
+			if t.waitOn == nil {
+				continue
+			}
+			if s.o.Policy == NoWait {
+				s.err = fmt.Errorf("%w: T%d waits under no-wait", ErrInvariant, id)
+				return
+			}
+			if c := s.lm.FindCycle(id); c != nil {
+				s.err = fmt.Errorf("%w: deadlock %v under %s", ErrInvariant, c, s.o.Policy)
+				return
+			}
+		}
+	}
+}
+
+func (s *sim) finish() {
+	r := &s.res
+	if len(s.waits) > 0 {
+		var sum float64
+		for _, w := range s.waits {
+			sum += float64(w)
+		}
+		r.MeanWait = Time(sum/float64(len(s.waits)) + 0.5)
+		slices.Sort(s.waits)
+		k := (len(s.waits)*99 + 99) / 100 // nearest rank
+		r.P99Wait = s.waits[k-1]
+	}
+	if r.Elapsed > 0 {
+		r.Throughput = float64(r.Committed) / (float64(r.Elapsed) / float64(Second))
+	}
+	r.History = make([]HistoryOp, 0, len(s.hist))
+	for _, h := range s.hist {
+		if s.commitA[h.tx] == h.attempt {
+			r.History = append(r.History, h.HistoryOp)
+		}
+	}
+}
