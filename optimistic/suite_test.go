@@ -1,0 +1,326 @@
+package optimistic_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strconv"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/concurkit/concurkit/optimistic"
+	"github.com/concurkit/concurkit/retry"
+)
+
+// store is one adapter bound to one table shaped (id, <col>, version):
+// inventory (col stock) or counters (col value). The same tests run
+// against every store.
+type store struct {
+	tbl optimistic.Table
+	col string
+	// updateIn calls the adapter's Update helper on this store's handle.
+	updateIn func(ctx context.Context, tbl optimistic.Table, key any, version int64, set map[string]any) (int64, error)
+	// read returns the row's column value and version.
+	read func(ctx context.Context, id int64) (val, version int64, err error)
+	// insert adds a row with version 1.
+	insert func(t *testing.T, id, val int64)
+	// worker returns a store of the same table on its own connection.
+	worker func(t *testing.T) *store
+}
+
+func (s *store) update(ctx context.Context, key any, version int64, set map[string]any) (int64, error) {
+	return s.updateIn(ctx, s.tbl, key, version, set)
+}
+
+const maxWorkers = 64
+
+type backend struct {
+	name string
+	open func(t *testing.T, table, col string) *store
+}
+
+var backends = []backend{
+	{"postgres", openPostgres},
+	{"mariadb", openMySQL},
+	{"dynamodb", openDynamoDB},
+}
+
+const (
+	pgDDL = `CREATE TABLE inventory (id bigint PRIMARY KEY, sku text NOT NULL DEFAULT '', stock integer NOT NULL, version bigint NOT NULL DEFAULT 1);
+CREATE TABLE counters (id bigint PRIMARY KEY, value bigint NOT NULL DEFAULT 0, version bigint NOT NULL DEFAULT 1)`
+	myInventory = `CREATE TABLE inventory (id BIGINT PRIMARY KEY, sku VARCHAR(64) NOT NULL DEFAULT '', stock INT NOT NULL, version BIGINT NOT NULL DEFAULT 1) ENGINE=InnoDB`
+	myCounters  = `CREATE TABLE counters (id BIGINT PRIMARY KEY, value BIGINT NOT NULL DEFAULT 0, version BIGINT NOT NULL DEFAULT 1) ENGINE=InnoDB`
+)
+
+// pgPool opens a pool with room for one connection per worker.
+func pgPool(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(tePostgresURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = maxWorkers + 4
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if _, err := pool.Exec(t.Context(), pgDDL); err != nil {
+		t.Fatal(err)
+	}
+	return pool
+}
+
+func openPostgres(t *testing.T, table, col string) *store {
+	return pgStore(pgPool(t), table, col)
+}
+
+func pgStore(pool *pgxpool.Pool, table, col string) *store {
+	tbl := optimistic.Table{Name: table, Key: "id", Version: "version"}
+	var mk func(db optimistic.DBTX) *store
+	mk = func(db optimistic.DBTX) *store {
+		return &store{
+			tbl: tbl, col: col,
+			updateIn: func(ctx context.Context, tbl optimistic.Table, key any, v int64, set map[string]any) (int64, error) {
+				return optimistic.UpdatePostgres(ctx, db, tbl, key, v, set)
+			},
+			read: func(ctx context.Context, id int64) (val, ver int64, err error) {
+				err = db.QueryRow(ctx, "SELECT "+col+", version FROM "+table+" WHERE id = $1", id).Scan(&val, &ver)
+				return
+			},
+			insert: func(t *testing.T, id, val int64) {
+				t.Helper()
+				if _, err := db.Exec(t.Context(), "INSERT INTO "+table+" (id, "+col+") VALUES ($1, $2)", id, val); err != nil {
+					t.Fatal(err)
+				}
+			},
+			worker: func(t *testing.T) *store {
+				t.Helper()
+				c, err := pool.Acquire(t.Context())
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(c.Release)
+				return mk(c)
+			},
+		}
+	}
+	return mk(pool)
+}
+
+func myDB(t *testing.T) *sql.DB {
+	t.Helper()
+	db := teMySQL(t)
+	db.SetMaxOpenConns(maxWorkers + 4)
+	db.SetMaxIdleConns(maxWorkers + 4)
+	for _, ddl := range []string{myInventory, myCounters} {
+		if _, err := db.ExecContext(t.Context(), ddl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return db
+}
+
+func openMySQL(t *testing.T, table, col string) *store {
+	return myStore(myDB(t), table, col)
+}
+
+func myStore(pool *sql.DB, table, col string) *store {
+	tbl := optimistic.Table{Name: table, Key: "id", Version: "version"}
+	var mk func(db optimistic.SQLDB) *store
+	mk = func(db optimistic.SQLDB) *store {
+		return &store{
+			tbl: tbl, col: col,
+			updateIn: func(ctx context.Context, tbl optimistic.Table, key any, v int64, set map[string]any) (int64, error) {
+				return optimistic.UpdateMySQL(ctx, db, tbl, key, v, set)
+			},
+			read: func(ctx context.Context, id int64) (val, ver int64, err error) {
+				err = db.QueryRowContext(ctx, "SELECT "+col+", version FROM "+table+" WHERE id = ?", id).Scan(&val, &ver)
+				return
+			},
+			insert: func(t *testing.T, id, val int64) {
+				t.Helper()
+				if _, err := db.ExecContext(t.Context(), "INSERT INTO "+table+" (id, "+col+") VALUES (?, ?)", id, val); err != nil {
+					t.Fatal(err)
+				}
+			},
+			worker: func(t *testing.T) *store {
+				t.Helper()
+				c, err := pool.Conn(t.Context())
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { c.Close() })
+				return mk(c)
+			},
+		}
+	}
+	return mk(pool)
+}
+
+func openDynamoDB(t *testing.T, table, col string) *store {
+	t.Helper()
+	client, prefix := teDynamoDB(t)
+	name := prefix + table
+	ctx := t.Context()
+	_, err := client.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName:            aws.String(name),
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("id"), AttributeType: types.ScalarAttributeTypeN}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: types.KeyTypeHash}},
+		BillingMode:          types.BillingModePayPerRequest,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		client.DeleteTable(context.WithoutCancel(ctx), &dynamodb.DeleteTableInput{TableName: aws.String(name)})
+	})
+	tbl := optimistic.Table{Name: name, Key: "id", Version: "version"}
+	n := func(v int64) types.AttributeValue { return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)} }
+	s := &store{
+		tbl: tbl, col: col,
+		updateIn: func(ctx context.Context, tbl optimistic.Table, key any, v int64, set map[string]any) (int64, error) {
+			return optimistic.UpdateDynamoDB(ctx, client, tbl, key, v, set)
+		},
+		read: func(ctx context.Context, id int64) (val, ver int64, err error) {
+			out, err := client.GetItem(ctx, &dynamodb.GetItemInput{
+				TableName: aws.String(name), ConsistentRead: aws.Bool(true),
+				Key: map[string]types.AttributeValue{"id": n(id)},
+			})
+			if err != nil {
+				return 0, 0, err
+			}
+			if out.Item == nil {
+				return 0, 0, sql.ErrNoRows
+			}
+			num := func(a string) int64 {
+				m, _ := out.Item[a].(*types.AttributeValueMemberN)
+				if m == nil {
+					return -1
+				}
+				x, _ := strconv.ParseInt(m.Value, 10, 64)
+				return x
+			}
+			return num(col), num("version"), nil
+		},
+		insert: func(t *testing.T, id, val int64) {
+			t.Helper()
+			_, err := client.PutItem(t.Context(), &dynamodb.PutItemInput{
+				TableName: aws.String(name),
+				Item:      map[string]types.AttributeValue{"id": n(id), col: n(val), "version": n(1)},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		},
+	}
+	s.worker = func(*testing.T) *store { return s } // HTTP: every call is independent
+	return s
+}
+
+func TestUpdate(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			s := b.open(t, "inventory", "stock")
+			ctx := t.Context()
+			s.insert(t, 1, 10)
+
+			v, err := s.update(ctx, int64(1), 1, map[string]any{"stock": 9})
+			if err != nil || v != 2 {
+				t.Fatalf("update at version 1 = %d, %v; want 2, nil", v, err)
+			}
+			if val, ver, err := s.read(ctx, 1); err != nil || val != 9 || ver != 2 {
+				t.Fatalf("after update: stock %d version %d err %v; want 9, 2", val, ver, err)
+			}
+			// Stale version: the row exists, so this is a conflict and nothing changes.
+			if v, err := s.update(ctx, int64(1), 1, map[string]any{"stock": 0}); !errors.Is(err, optimistic.ErrConflict) || v != 0 {
+				t.Fatalf("stale update = %d, %v; want ErrConflict", v, err)
+			}
+			// A version ahead of the row's is a conflict as well (version 3 = expected+1 of the stale try).
+			if _, err := s.update(ctx, int64(1), 3, nil); !errors.Is(err, optimistic.ErrConflict) {
+				t.Fatalf("future version: %v; want ErrConflict", err)
+			}
+			if val, ver, _ := s.read(ctx, 1); val != 9 || ver != 2 {
+				t.Fatalf("after conflicts: stock %d version %d; want 9, 2 (unchanged)", val, ver)
+			}
+			// Missing key.
+			_, err = s.update(ctx, int64(404), 1, map[string]any{"stock": 1})
+			if !errors.Is(err, optimistic.ErrNotFound) || !errors.Is(err, sql.ErrNoRows) || errors.Is(err, optimistic.ErrConflict) {
+				t.Fatalf("missing key: %v; want ErrNotFound matching sql.ErrNoRows", err)
+			}
+			// No columns: only the version moves.
+			if v, err := s.update(ctx, int64(1), 2, nil); err != nil || v != 3 {
+				t.Fatalf("version-only update = %d, %v; want 3", v, err)
+			}
+			if val, ver, _ := s.read(ctx, 1); val != 9 || ver != 3 {
+				t.Fatalf("after touch: stock %d version %d; want 9, 3", val, ver)
+			}
+		})
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	good := optimistic.Table{Name: "inventory", Key: "id", Version: "version"}
+	cases := []struct {
+		name    string
+		tbl     func(optimistic.Table) optimistic.Table
+		version int64
+		set     map[string]any
+	}{
+		{"zero version", nil, 0, nil},
+		{"negative version", nil, -1, nil},
+		{"empty table", func(t optimistic.Table) optimistic.Table { t.Name = ""; return t }, 1, nil},
+		{"empty key", func(t optimistic.Table) optimistic.Table { t.Key = ""; return t }, 1, nil},
+		{"empty version column", func(t optimistic.Table) optimistic.Table { t.Version = ""; return t }, 1, nil},
+		{"key is version", func(t optimistic.Table) optimistic.Table { t.Version = t.Key; return t }, 1, nil},
+		{"NUL in table", func(t optimistic.Table) optimistic.Table { t.Name = "inv\x00entory"; return t }, 1, nil},
+		{"overlong column", func(t optimistic.Table) optimistic.Table { t.Key = string(make([]byte, 300)); return t }, 1, nil},
+		{"invalid UTF-8 column", nil, 1, map[string]any{"\xff": 1}},
+		{"empty set column", nil, 1, map[string]any{"": 1}},
+		{"set assigns version", nil, 1, map[string]any{"version": 9}},
+		{"set assigns key", nil, 1, map[string]any{"id": 9}},
+	}
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			s := b.open(t, "inventory", "stock")
+			for _, tc := range cases {
+				tbl := s.tbl
+				if tc.tbl != nil {
+					tbl = tc.tbl(tbl)
+				}
+				_, err := s.updateIn(t.Context(), tbl, int64(1), tc.version, tc.set)
+				if !errors.Is(err, optimistic.ErrInvalidArgument) {
+					t.Errorf("%s: err = %v; want ErrInvalidArgument", tc.name, err)
+				}
+			}
+		})
+	}
+	t.Run("nil handles", func(t *testing.T) {
+		ctx := t.Context()
+		var pool *pgxpool.Pool
+		var db *sql.DB
+		var ddb *dynamodb.Client
+		errs := map[string]error{}
+		_, errs["pgx nil interface"] = optimistic.UpdatePostgres(ctx, nil, good, 1, 1, nil)
+		_, errs["pgx typed nil pool"] = optimistic.UpdatePostgres(ctx, pool, good, 1, 1, nil)
+		_, errs["sql nil interface"] = optimistic.UpdateMySQL(ctx, nil, good, 1, 1, nil)
+		_, errs["sql typed nil DB"] = optimistic.UpdateMySQL(ctx, db, good, 1, 1, nil)
+		_, errs["dynamodb nil interface"] = optimistic.UpdateDynamoDB(ctx, nil, good, 1, 1, nil)
+		_, errs["dynamodb typed nil client"] = optimistic.UpdateDynamoDB(ctx, ddb, good, 1, 1, nil)
+		_, errs["DoValue nil fn"] = optimistic.DoValue[int](ctx, retry.Policy{}, nil)
+		for name, err := range errs {
+			if !errors.Is(err, optimistic.ErrInvalidArgument) {
+				t.Errorf("%s: %v; want ErrInvalidArgument", name, err)
+			}
+		}
+		if err := optimistic.Do(ctx, retry.Policy{}, nil); err == nil {
+			t.Error("Do(nil fn) = nil; want an error")
+		}
+	})
+}
