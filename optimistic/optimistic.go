@@ -15,8 +15,8 @@ import (
 // retryableError is a sentinel that retry.IsRetryable accepts.
 type retryableError string
 
-func (e retryableError) Error() string   { return string(e) }
-func (retryableError) Retryable() bool   { return true }
+func (e retryableError) Error() string { return string(e) }
+func (retryableError) Retryable() bool { return true }
 
 // notFoundError matches both ErrNotFound and sql.ErrNoRows.
 type notFoundError struct{}

@@ -180,7 +180,9 @@ func openDynamoDB(t *testing.T, table, col string) *store {
 		client.DeleteTable(context.WithoutCancel(ctx), &dynamodb.DeleteTableInput{TableName: aws.String(name)})
 	})
 	tbl := optimistic.Table{Name: name, Key: "id", Version: "version"}
-	n := func(v int64) types.AttributeValue { return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)} }
+	n := func(v int64) types.AttributeValue {
+		return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
+	}
 	s := &store{
 		tbl: tbl, col: col,
 		updateIn: func(ctx context.Context, tbl optimistic.Table, key any, v int64, set map[string]any) (int64, error) {
