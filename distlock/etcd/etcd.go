@@ -1,0 +1,294 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/concurkit/concurkit/distlock"
+	"github.com/concurkit/concurkit/fenced"
+	"github.com/concurkit/concurkit/internal/lease"
+)
+
+// DefaultPrefix is the key prefix of lock keys when Config.Prefix is empty.
+const DefaultPrefix = "/concurkit/locks/"
+
+// cleanupTimeout bounds the lease revocation after an abandoned
+// acquisition; it runs with a context detached from the caller's.
+const cleanupTimeout = 5 * time.Second
+
+// Config configures a Locker. A nil *Config or a zero field means the
+// documented default.
+type Config struct {
+	// Prefix is prepended to every lock key: the keys of the contenders
+	// for key k are <Prefix><url.PathEscape(k)>/<lease id in hex>.
+	// Default DefaultPrefix.
+	Prefix string
+}
+
+// Client is the part of *clientv3.Client the Locker uses.
+type Client interface {
+	clientv3.KV
+	clientv3.Lease
+	clientv3.Watcher
+}
+
+var _ Client = (*clientv3.Client)(nil)
+
+// Locker hands out leases backed by etcd leases. It is safe for concurrent
+// use and holds no resources of its own: closing the client is the
+// caller's business.
+type Locker struct {
+	c      Client
+	prefix string
+}
+
+var _ distlock.Locker = (*Locker)(nil)
+
+// New returns a Locker using client (a *clientv3.Client). It returns an
+// error matching distlock.ErrInvalidOptions if client is nil.
+func New(client Client, cfg *Config) (*Locker, error) {
+	if client == nil {
+		return nil, fmt.Errorf("%w: etcd: nil client", distlock.ErrInvalidOptions)
+	}
+	if c, ok := client.(*clientv3.Client); ok && c == nil {
+		return nil, fmt.Errorf("%w: etcd: nil client", distlock.ErrInvalidOptions)
+	}
+	var c Config
+	if cfg != nil {
+		c = *cfg
+	}
+	if c.Prefix == "" {
+		c.Prefix = DefaultPrefix
+	}
+	return &Locker{c: client, prefix: c.Prefix}, nil
+}
+
+// Acquire blocks until the lock on key is held or ctx ends (then it returns
+// errors.Join(distlock.ErrNotAcquired, ctx.Err())). opts.TTL (default
+// distlock.DefaultTTL) becomes the etcd lease TTL rounded up to whole
+// seconds. It returns distlock.ErrInvalidKey for an empty key,
+// distlock.ErrInvalidOptions for a negative TTL, an error matching
+// distlock.ErrLeaseLost if the contender's own lease was lost while it
+// waited, and etcd errors.
+func (l *Locker) Acquire(ctx context.Context, key string, opts *distlock.Options) (distlock.Lease, error) {
+	return l.acquire(ctx, key, opts, false)
+}
+
+// TryAcquire is Acquire without waiting: if another holder has the lock it
+// revokes its own lease and returns distlock.ErrNotAcquired.
+func (l *Locker) TryAcquire(ctx context.Context, key string, opts *distlock.Options) (distlock.Lease, error) {
+	return l.acquire(ctx, key, opts, true)
+}
+
+// ttlSeconds rounds a TTL up to whole seconds (at least 1).
+func ttlSeconds(ttl time.Duration) int64 {
+	return max(1, int64((ttl+time.Second-1)/time.Second))
+}
+
+func (l *Locker) acquire(ctx context.Context, key string, opts *distlock.Options, try bool) (_ distlock.Lease, err error) {
+	o, err := lease.Resolve(key, opts)
+	if err != nil {
+		return nil, err
+	}
+	pfx := l.prefix + url.PathEscape(key) + "/"
+	secs := ttlSeconds(o.TTL)
+
+	start := time.Now()
+	g, err := l.c.Grant(ctx, secs)
+	if err != nil {
+		return nil, l.fail(ctx, fmt.Errorf("etcd: grant lease: %w", err))
+	}
+	id := g.ID
+	defer func() {
+		if err != nil { // the put may or may not have been applied: revoking covers both
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+			_, _ = l.c.Revoke(cctx, id)
+			cancel()
+		}
+	}()
+	myKey := pfx + strconv.FormatInt(int64(id), 16)
+	resp, err := l.c.Txn(ctx).Then(
+		clientv3.OpPut(myKey, "", clientv3.WithLease(id)),
+		clientv3.OpGet(pfx, append(clientv3.WithFirstCreate(), clientv3.WithPrefix())...),
+	).Commit()
+	if err != nil {
+		return nil, l.fail(ctx, fmt.Errorf("etcd: put lock key: %w", err))
+	}
+	myRev := resp.Header.Revision
+	owner := resp.Responses[1].GetResponseRange().Kvs
+	if len(owner) == 1 && owner[0].CreateRevision == myRev {
+		// No wait: our put is the first key, created at the txn's revision.
+		return l.newLease(key, myKey, id, fenced.Token(myRev), o, start)
+	}
+	if try {
+		return nil, distlock.ErrNotAcquired
+	}
+	if err := l.waitDeletes(ctx, pfx, myRev-1, id, secs); err != nil {
+		return nil, l.fail(ctx, err)
+	}
+	// Renew our lease now, so the validity starts from a known local time
+	// (the last renewal while waiting may be up to TTL/3 old).
+	start = time.Now()
+	if _, err := l.c.KeepAliveOnce(ctx, id); err != nil {
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return nil, fmt.Errorf("%w: etcd: lease expired while waiting", distlock.ErrLeaseLost)
+		}
+		return nil, l.fail(ctx, fmt.Errorf("etcd: renew lease: %w", err))
+	}
+	// etcd#11456: the wait may end because our own key was deleted (lease
+	// expired). Only a key that still exists with our lease holds the lock;
+	// its CreateRevision is the token (the header revision is not).
+	get, err := l.c.Get(ctx, myKey)
+	if err != nil {
+		return nil, l.fail(ctx, fmt.Errorf("etcd: re-read lock key: %w", err))
+	}
+	if len(get.Kvs) != 1 || clientv3.LeaseID(get.Kvs[0].Lease) != id {
+		return nil, fmt.Errorf("%w: etcd: lock key %s is gone after waiting", distlock.ErrLeaseLost, myKey)
+	}
+	return l.newLease(key, myKey, id, fenced.Token(get.Kvs[0].CreateRevision), o, start)
+}
+
+// fail joins a context error with ErrNotAcquired, so cancellation matches
+// both; other errors are returned as they are.
+func (l *Locker) fail(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		return errors.Join(distlock.ErrNotAcquired, cerr)
+	}
+	return err
+}
+
+// waitDeletes waits until no key under pfx has a CreateRevision <= maxRev,
+// watching one key at a time and renewing lease id meanwhile.
+func (l *Locker) waitDeletes(ctx context.Context, pfx string, maxRev int64, id clientv3.LeaseID, secs int64) error {
+	renew := time.NewTicker(max(time.Duration(secs)*time.Second/3, 300*time.Millisecond))
+	defer renew.Stop()
+	opts := append(clientv3.WithLastCreate(), clientv3.WithPrefix(), clientv3.WithMaxCreateRev(maxRev))
+	for {
+		resp, err := l.c.Get(ctx, pfx, opts...)
+		if err != nil {
+			return fmt.Errorf("etcd: read predecessors: %w", err)
+		}
+		if len(resp.Kvs) == 0 {
+			return nil
+		}
+		if err := l.waitDelete(ctx, string(resp.Kvs[0].Key), resp.Header.Revision, id, renew.C); err != nil {
+			return err
+		}
+	}
+}
+
+func (l *Locker) waitDelete(ctx context.Context, key string, rev int64, id clientv3.LeaseID, renew <-chan time.Time) error {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wch := l.c.Watch(clientv3.WithRequireLeader(wctx), key, clientv3.WithRev(rev+1), clientv3.WithFilterPut())
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-renew:
+			if _, err := l.c.KeepAliveOnce(ctx, id); err != nil {
+				if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+					return fmt.Errorf("%w: etcd: lease expired while waiting", distlock.ErrLeaseLost)
+				}
+				return fmt.Errorf("etcd: renew lease while waiting: %w", err)
+			}
+		case wr, ok := <-wch:
+			if !ok || wr.Err() != nil {
+				return nil // watch ended (no leader, compaction): re-read and watch again
+			}
+			for _, ev := range wr.Events {
+				if ev.Type == mvccpb.DELETE {
+					return nil
+				}
+			}
+		}
+	}
+}
+
+func (l *Locker) newLease(key, myKey string, id clientv3.LeaseID, token fenced.Token, o distlock.Options, start time.Time) (distlock.Lease, error) {
+	granted := time.Duration(ttlSeconds(o.TTL)) * time.Second
+	ls, err := lease.New(lease.Config{
+		Key:        key,
+		Token:      token,
+		TTL:        o.TTL, // <= granted: the context ends before the server's lease
+		Start:      start,
+		AutoExtend: o.AutoExtend,
+		Backend: lease.Backend{
+			Extend: func(ctx context.Context, ttl time.Duration) error {
+				if ttl > granted {
+					return fmt.Errorf("%w: etcd: Extend ttl %v exceeds the lease's granted TTL %v", distlock.ErrInvalidOptions, ttl, granted)
+				}
+				if _, err := l.c.KeepAliveOnce(ctx, id); err != nil {
+					if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+						return fmt.Errorf("%w: etcd: lease %x not found", distlock.ErrLeaseLost, int64(id))
+					}
+					return fmt.Errorf("etcd: extend: %w", err)
+				}
+				return nil
+			},
+			Release: func(ctx context.Context) error {
+				// Revoking deletes only keys attached to our lease.
+				if _, err := l.c.Revoke(ctx, id); err != nil {
+					if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+						return fmt.Errorf("%w: etcd: lease %x not found", distlock.ErrLeaseLost, int64(id))
+					}
+					return fmt.Errorf("etcd: release: %w", err)
+				}
+				return nil
+			},
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	go l.watch(ls, myKey, int64(token))
+	return ls, nil
+}
+
+// watch marks ls lost when its key is deleted (lease expired or revoked
+// on the server, or the key deleted by someone else).
+func (l *Locker) watch(ls *lease.Lease, myKey string, createRev int64) {
+	ctx := ls.Context()
+	var clientCtx context.Context
+	if c, ok := l.c.(interface{ Ctx() context.Context }); ok {
+		clientCtx = c.Ctx()
+	}
+	for ctx.Err() == nil {
+		wch := l.c.Watch(ctx, myKey, clientv3.WithRev(createRev+1), clientv3.WithFilterPut())
+		for wr := range wch {
+			if err := wr.Err(); err != nil {
+				if errors.Is(err, rpctypes.ErrCompacted) {
+					ls.Lost(fmt.Errorf("%w: etcd: watch on %s compacted: %w", distlock.ErrLeaseLost, myKey, err))
+					return
+				}
+				break
+			}
+			for _, ev := range wr.Events {
+				if ev.Type == mvccpb.DELETE {
+					ls.Lost(fmt.Errorf("%w: etcd: lock key %s deleted", distlock.ErrLeaseLost, myKey))
+					return
+				}
+			}
+		}
+		if clientCtx != nil && clientCtx.Err() != nil {
+			ls.Lost(fmt.Errorf("%w: etcd: client closed", distlock.ErrLeaseLost))
+			return
+		}
+		if ctx.Err() == nil { // watch channel closed: back off briefly, watch again
+			t := time.NewTimer(100 * time.Millisecond)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+			}
+		}
+	}
+}
