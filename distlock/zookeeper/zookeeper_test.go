@@ -1,0 +1,256 @@
+package zookeeper_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/concurkit/concurkit/distlock"
+	"github.com/concurkit/concurkit/distlock/zookeeper"
+)
+
+func newLocker(t *testing.T, servers []string, cfg *zookeeper.Config) *zookeeper.Locker {
+	t.Helper()
+	l, err := zookeeper.New(servers, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+func TestBadInput(t *testing.T) {
+	if _, err := zookeeper.New(nil, nil); !errors.Is(err, distlock.ErrInvalidOptions) {
+		t.Errorf("New(nil servers) = %v, want ErrInvalidOptions", err)
+	}
+	for _, root := range []string{"relative", "/trailing/", "/a//b", "/a/../b"} {
+		if _, err := zookeeper.New([]string{"127.0.0.1:1"}, &zookeeper.Config{Root: root}); !errors.Is(err, distlock.ErrInvalidOptions) {
+			t.Errorf("New(root %q) = %v, want ErrInvalidOptions", root, err)
+		}
+	}
+	// Validation happens before any connection: no server needed.
+	l := newLocker(t, []string{"127.0.0.1:1"}, nil)
+	cases := []struct {
+		name string
+		key  string
+		opts *distlock.Options
+		want error
+	}{
+		{"empty key", "", nil, distlock.ErrInvalidKey},
+		{"dot key", ".", nil, distlock.ErrInvalidKey},
+		{"dotdot key", "..", nil, distlock.ErrInvalidKey},
+		{"negative ttl", "k", &distlock.Options{TTL: -time.Second}, distlock.ErrInvalidOptions},
+	}
+	for _, tc := range cases {
+		if _, err := l.Acquire(t.Context(), tc.key, tc.opts); !errors.Is(err, tc.want) {
+			t.Errorf("Acquire %s: %v, want %v", tc.name, err, tc.want)
+		}
+		if _, err := l.TryAcquire(t.Context(), tc.key, tc.opts); !errors.Is(err, tc.want) {
+			t.Errorf("TryAcquire %s: %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	l.Close()
+	if _, err := l.Acquire(t.Context(), "k", nil); !errors.Is(err, zookeeper.ErrClosed) {
+		t.Errorf("Acquire after Close: %v, want ErrClosed", err)
+	}
+}
+
+// TestKeysAreEscaped: keys that are prefixes of each other or contain '/'
+// are distinct locks.
+func TestKeysAreEscaped(t *testing.T) {
+	servers, root := zkStandalone(t)
+	l := newLocker(t, servers, &zookeeper.Config{Root: root})
+	var leases []distlock.Lease
+	for _, key := range []string{"a", "a/b", "a%2Fb", "ü", "-lock-0000000001"} {
+		ls, err := l.TryAcquire(t.Context(), key, nil)
+		if err != nil {
+			t.Fatalf("TryAcquire(%q): %v", key, err)
+		}
+		leases = append(leases, ls)
+	}
+	for _, ls := range leases {
+		if err := ls.Release(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestSessionExpiry: the holder is cut off from ZooKeeper (as a paused or
+// partitioned process would be). Its lease context is cancelled as soon as
+// it loses the connection; the server expires its session after the
+// session timeout (= TTL), deleting its node, and the waiter acquires with
+// a higher token. After healing, the old holder starts a new session.
+func TestSessionExpiry(t *testing.T) {
+	servers, root := zkStandalone(t)
+	net := &faultyNet{}
+	a := newLocker(t, servers, &zookeeper.Config{Root: root, Dialer: net.Dial})
+	b := newLocker(t, servers, &zookeeper.Config{Root: root})
+	opts := &distlock.Options{TTL: 2 * time.Second}
+
+	la, err := a.Acquire(t.Context(), "order-1", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		ls       distlock.Lease
+		err      error
+		aLostYet bool
+	}
+	got := make(chan result, 1)
+	go func() {
+		ls, err := b.Acquire(t.Context(), "order-1", opts)
+		got <- result{ls, err, la.Context().Err() != nil}
+	}()
+
+	net.partition()
+	<-la.Context().Done()
+	if cause := context.Cause(la.Context()); !errors.Is(cause, distlock.ErrLeaseLost) {
+		t.Fatalf("A's cause = %v, want ErrLeaseLost", cause)
+	}
+	r := <-got
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if !r.aLostYet {
+		t.Fatal("B acquired while A's lease context was still live")
+	}
+	if r.ls.Token() <= la.Token() {
+		t.Fatalf("B's token %d <= A's %d", r.ls.Token(), la.Token())
+	}
+
+	net.heal()
+	if err := la.Release(t.Context()); !errors.Is(err, distlock.ErrLeaseLost) {
+		t.Fatalf("A.Release after expiry = %v, want ErrLeaseLost", err)
+	}
+	if r.ls.Context().Err() != nil {
+		t.Fatal("A's release disturbed B's lease")
+	}
+	if err := r.ls.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	// A's locker recovers with a new session.
+	la2, err := a.Acquire(t.Context(), "order-1", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if la2.Token() <= r.ls.Token() {
+		t.Fatalf("A's new token %d <= B's %d", la2.Token(), r.ls.Token())
+	}
+	if err := la2.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCloseReleases: closing the holder's connection ends its session at
+// once; its lease context is cancelled and the waiter acquires.
+func TestCloseReleases(t *testing.T) {
+	servers, root := zkStandalone(t)
+	a := newLocker(t, servers, &zookeeper.Config{Root: root})
+	b := newLocker(t, servers, &zookeeper.Config{Root: root})
+	la, err := a.Acquire(t.Context(), "k", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan distlock.Lease, 1)
+	go func() {
+		ls, err := b.Acquire(t.Context(), "k", nil)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- ls
+	}()
+	a.Close()
+	if err := la.Context().Err(); err == nil {
+		t.Fatal("lease context live after Close")
+	}
+	lb := <-got
+	if lb == nil {
+		t.FailNow()
+	}
+	if lb.Token() <= la.Token() {
+		t.Fatalf("token %d <= %d", lb.Token(), la.Token())
+	}
+	if err := lb.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLostCreateResponse: the connection drops right after a lock-node
+// create is sent, so the client never learns its outcome. The contender
+// finds its protected node by GUID after reconnecting instead of creating a
+// second one that would be orphaned.
+func TestLostCreateResponse(t *testing.T) {
+	servers, root := zkStandalone(t)
+	net := &faultyNet{}
+	l := newLocker(t, servers, &zookeeper.Config{Root: root, Dialer: net.Dial})
+	warm, err := l.Acquire(t.Context(), "k", nil) // creates the key's parent node
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := warm.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	net.lockCreates.Store(0)
+	net.dropCreate.Store(true)
+	ls, err := l.Acquire(t.Context(), "k", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := net.lockCreates.Load(); n != 1 {
+		t.Fatalf("%d lock-node creates, want 1 (the lost one, then found by GUID)", n)
+	}
+	conn, _, err := zk.Connect(servers, 5*time.Second, zk.WithLogInfo(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	children, _, err := conn.Children(root + "/k")
+	if err != nil || len(children) != 1 {
+		t.Fatalf("children = %v, %v; want exactly our node", children, err)
+	}
+	if err := ls.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if children, _, _ := conn.Children(root + "/k"); len(children) != 0 {
+		t.Fatalf("children after release = %v", children)
+	}
+}
+
+// TestExtend: Extend checks that the node still exists; deleting the node
+// (an operator, or another tool) cancels the lease.
+func TestExtendAndNodeDeleted(t *testing.T) {
+	servers, root := zkStandalone(t)
+	l := newLocker(t, servers, &zookeeper.Config{Root: root})
+	ls, err := l.Acquire(t.Context(), "k", &distlock.Options{AutoExtend: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ls.Extend(t.Context(), time.Second); err != nil {
+		t.Fatalf("Extend = %v", err)
+	}
+	if err := ls.Extend(t.Context(), -time.Second); !errors.Is(err, distlock.ErrInvalidOptions) {
+		t.Fatalf("Extend(-1s) = %v", err)
+	}
+	conn, _, err := zk.Connect(servers, 5*time.Second, zk.WithLogInfo(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	children, _, err := conn.Children(root + "/k")
+	if err != nil || len(children) != 1 {
+		t.Fatalf("children = %v, %v", children, err)
+	}
+	if err := conn.Delete(root+"/k/"+children[0], -1); err != nil {
+		t.Fatal(err)
+	}
+	<-ls.Context().Done()
+	if err := ls.Extend(t.Context(), time.Second); !errors.Is(err, distlock.ErrLeaseLost) {
+		t.Fatalf("Extend after delete = %v", err)
+	}
+	if err := ls.Release(t.Context()); !errors.Is(err, distlock.ErrLeaseLost) {
+		t.Fatalf("Release after delete = %v", err)
+	}
+}
