@@ -1,0 +1,189 @@
+package fenced
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/concurkit/concurkit/internal/ident"
+)
+
+// SQLDBTX is the part of a database/sql *DB, *Conn or *Tx that the MySQL
+// and MariaDB functions use.
+type SQLDBTX interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+var (
+	_ SQLDBTX = (*sql.DB)(nil)
+	_ SQLDBTX = (*sql.Conn)(nil)
+	_ SQLDBTX = (*sql.Tx)(nil)
+)
+
+// SQL templates; %[n]s are quoted identifiers, never values.
+const (
+	// myUpsert: on a duplicate key every assignment is guarded by
+	// IF(token <= new token, new, old); the token column is assigned last
+	// because MySQL evaluates the assignments left to right and later ones
+	// see earlier results.
+	myUpsert    = "INSERT INTO %[1]s (%[2]s, %[3]s%[4]s) VALUES (?, ?%[5]s) ON DUPLICATE KEY UPDATE %[6]s%[3]s = IF(%[3]s <= VALUES(%[3]s), VALUES(%[3]s), %[3]s)"
+	myUpdate    = "UPDATE %[1]s SET %[4]s%[3]s = ? WHERE %[2]s = ? AND %[3]s <= ?"
+	myReadToken = "SELECT %[3]s FROM %[1]s WHERE %[2]s = ?"
+	myNextval   = "SELECT NEXTVAL(%s)"
+	myCreateSeq = "CREATE SEQUENCE IF NOT EXISTS %s START WITH 1 MINVALUE 1 INCREMENT BY 1"
+)
+
+// WriteMySQL is WritePostgres for MySQL/MariaDB (INSERT … ON DUPLICATE KEY
+// UPDATE with every assignment guarded by IF()), with the same results.
+//
+// MySQL's affected-row count tells an accepted update (2) apart, but not
+// an insert from a rejected write under clientFoundRows (both 1), nor a
+// rejected write from an equal token rewriting identical values (both 0).
+// In those cases a second query reads the row's token: equal means the
+// write was accepted, higher means ErrStaleToken. The stored token never
+// decreases, so a rejected write is never reported as accepted; an insert
+// overtaken by a successor between the two queries is reported as
+// ErrStaleToken, which is what it effectively is.
+func WriteMySQL(ctx context.Context, db SQLDBTX, g Guard, key any, token Token, set ...Set) error {
+	q, args, err := myPrepare(db, g, key, token, set)
+	if err != nil {
+		return err
+	}
+	var cols, params, assign strings.Builder
+	for _, c := range q.columns {
+		fmt.Fprintf(&cols, ", %s", c)
+		params.WriteString(", ?")
+		fmt.Fprintf(&assign, "%[1]s = IF(%[2]s <= VALUES(%[2]s), VALUES(%[1]s), %[1]s), ", c, q.token)
+	}
+	stmt := fmt.Sprintf(myUpsert, q.table, q.key, q.token, cols.String(), params.String(), assign.String())
+	res, err := db.ExecContext(ctx, stmt, append([]any{key, int64(token)}, args...)...)
+	if err != nil {
+		return fmt.Errorf("fenced: guarded write: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("fenced: guarded write: %w", err)
+	}
+	if n == 2 { // an existing row was updated: the guard passed
+		return nil
+	}
+	// 1 is an insert, or (with clientFoundRows) a row left unchanged by a
+	// false guard; 0 is a row left unchanged without clientFoundRows.
+	return myCheckUnchanged(ctx, db, q, key, token)
+}
+
+// UpdateMySQL is UpdatePostgres for MySQL/MariaDB, with the same results.
+// As with WriteMySQL, a write that changed nothing costs a second query.
+func UpdateMySQL(ctx context.Context, db SQLDBTX, g Guard, key any, token Token, set ...Set) error {
+	q, args, err := myPrepare(db, g, key, token, set)
+	if err != nil {
+		return err
+	}
+	var assign strings.Builder
+	for _, c := range q.columns {
+		fmt.Fprintf(&assign, "%s = ?, ", c)
+	}
+	args = append(args, int64(token), key, int64(token))
+	res, err := db.ExecContext(ctx, fmt.Sprintf(myUpdate, q.table, q.key, q.token, assign.String()), args...)
+	if err != nil {
+		return fmt.Errorf("fenced: guarded update: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("fenced: guarded update: %w", err)
+	}
+	if n > 0 {
+		return nil
+	}
+	return myCheckUnchanged(ctx, db, q, key, token)
+}
+
+func myCheckUnchanged(ctx context.Context, db SQLDBTX, q quoted, key any, token Token) error {
+	var stored int64
+	err := db.QueryRowContext(ctx, fmt.Sprintf(myReadToken, q.table, q.key, q.token), key).Scan(&stored)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("%w: key %v", ErrNotFound, key)
+	case err != nil:
+		return fmt.Errorf("fenced: read token after unchanged write: %w", err)
+	}
+	return staleOrSame(Token(stored), token)
+}
+
+// myPrepare checks the arguments and returns the quoted names and the
+// values of set.
+func myPrepare(db SQLDBTX, g Guard, key any, token Token, set []Set) (quoted, []any, error) {
+	if db == nil {
+		return quoted{}, nil, ErrNilHandle
+	}
+	if err := checkToken(token); err != nil {
+		return quoted{}, nil, err
+	}
+	r, err := g.resolve(set)
+	if err != nil {
+		return quoted{}, nil, err
+	}
+	q, err := r.quote(ident.MySQL)
+	if err != nil {
+		return quoted{}, nil, err
+	}
+	return q, r.values, nil
+}
+
+// MySQLSequence is a Source backed by a MariaDB SEQUENCE object (MariaDB
+// 10.3+): Next returns NEXTVAL(seq). A sequence is server-wide and never
+// rolled back, and its cache lives in the server, so values are strictly
+// increasing across connections in the order of the calls (a restart only
+// skips the cached range). MySQL has no SEQUENCE objects; this source
+// requires MariaDB. Create it with NewMySQLSequence.
+type MySQLSequence struct {
+	db   SQLDBTX
+	name string // quoted
+}
+
+var _ Source = (*MySQLSequence)(nil)
+
+// NewMySQLSequence returns a Source that calls NEXTVAL on the sequence
+// name (optionally qualified as two parts: database, name; no parts means
+// DefaultSequence in the connection's database). It does not touch the
+// database; see CreateMySQLSequence. It returns ErrNilHandle for a nil db
+// and ErrInvalidGuard for an invalid name.
+func NewMySQLSequence(db SQLDBTX, name ...string) (*MySQLSequence, error) {
+	if db == nil {
+		return nil, ErrNilHandle
+	}
+	q, err := seqName(ident.MySQL, name)
+	if err != nil {
+		return nil, err
+	}
+	return &MySQLSequence{db: db, name: q}, nil
+}
+
+// Next returns the sequence's next value, driver errors wrapped.
+func (s *MySQLSequence) Next(ctx context.Context) (Token, error) {
+	var v int64
+	if err := s.db.QueryRowContext(ctx, fmt.Sprintf(myNextval, s.name)).Scan(&v); err != nil {
+		return 0, fmt.Errorf("fenced: NEXTVAL(%s): %w", s.name, err)
+	}
+	return checked(v)
+}
+
+// CreateMySQLSequence creates the MariaDB sequence (same naming as
+// NewMySQLSequence) if it does not exist, starting at 1.
+func CreateMySQLSequence(ctx context.Context, db SQLDBTX, name ...string) error {
+	if db == nil {
+		return ErrNilHandle
+	}
+	q, err := seqName(ident.MySQL, name)
+	if err != nil {
+		return err
+	}
+	if _, err := db.ExecContext(ctx, fmt.Sprintf(myCreateSeq, q)); err != nil {
+		return fmt.Errorf("fenced: create sequence %s: %w", q, err)
+	}
+	return nil
+}
