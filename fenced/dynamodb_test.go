@@ -27,7 +27,9 @@ func createTable(t testing.TB, c *dynamodb.Client, table, key string) {
 	if err != nil {
 		t.Skipf("dynamodb unreachable (%v): run scripts/services.sh up", err)
 	}
-	t.Cleanup(func() { _, _ = c.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)}) })
+	t.Cleanup(func() {
+		_, _ = c.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
+	})
 }
 
 func createCounterTable(t testing.TB, c *dynamodb.Client, table string) {
