@@ -1,0 +1,45 @@
+package zookeeper_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/concurkit/concurkit/distlock/zookeeper"
+)
+
+// BenchmarkAcquireRelease measures one uncontended acquire+release round
+// (create, children, exists, delete: 4 round trips) on one session and
+// reports the median and p99 latency.
+func BenchmarkAcquireRelease(b *testing.B) {
+	servers, root := zkStandalone(b)
+	l, err := zookeeper.New(servers, &zookeeper.Config{Root: root})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	ctx := b.Context()
+	warm, err := l.Acquire(ctx, "bench", nil) // session and parent node
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := warm.Release(ctx); err != nil {
+		b.Fatal(err)
+	}
+	h := hdrhistogram.New(1, int64(10*time.Second/time.Microsecond), 3)
+	b.ResetTimer()
+	for b.Loop() {
+		start := time.Now()
+		ls, err := l.Acquire(ctx, "bench", nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := ls.Release(ctx); err != nil {
+			b.Fatal(err)
+		}
+		_ = h.RecordValue(time.Since(start).Microseconds())
+	}
+	b.ReportMetric(float64(h.ValueAtQuantile(50)), "p50-µs")
+	b.ReportMetric(float64(h.ValueAtQuantile(99)), "p99-µs")
+}
