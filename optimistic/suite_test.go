@@ -228,41 +228,46 @@ func TestUpdate(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
-			s := b.open(t, "inventory", "stock")
-			ctx := t.Context()
-			s.insert(t, 1, 10)
-
-			v, err := s.update(ctx, int64(1), 1, map[string]any{"stock": 9})
-			if err != nil || v != 2 {
-				t.Fatalf("update at version 1 = %d, %v; want 2, nil", v, err)
-			}
-			if val, ver, err := s.read(ctx, 1); err != nil || val != 9 || ver != 2 {
-				t.Fatalf("after update: stock %d version %d err %v; want 9, 2", val, ver, err)
-			}
-			// Stale version: the row exists, so this is a conflict and nothing changes.
-			if v, err := s.update(ctx, int64(1), 1, map[string]any{"stock": 0}); !errors.Is(err, optimistic.ErrConflict) || v != 0 {
-				t.Fatalf("stale update = %d, %v; want ErrConflict", v, err)
-			}
-			// A version ahead of the row's is a conflict as well (version 3 = expected+1 of the stale try).
-			if _, err := s.update(ctx, int64(1), 3, nil); !errors.Is(err, optimistic.ErrConflict) {
-				t.Fatalf("future version: %v; want ErrConflict", err)
-			}
-			if val, ver, _ := s.read(ctx, 1); val != 9 || ver != 2 {
-				t.Fatalf("after conflicts: stock %d version %d; want 9, 2 (unchanged)", val, ver)
-			}
-			// Missing key.
-			_, err = s.update(ctx, int64(404), 1, map[string]any{"stock": 1})
-			if !errors.Is(err, optimistic.ErrNotFound) || !errors.Is(err, sql.ErrNoRows) || errors.Is(err, optimistic.ErrConflict) {
-				t.Fatalf("missing key: %v; want ErrNotFound matching sql.ErrNoRows", err)
-			}
-			// No columns: only the version moves.
-			if v, err := s.update(ctx, int64(1), 2, nil); err != nil || v != 3 {
-				t.Fatalf("version-only update = %d, %v; want 3", v, err)
-			}
-			if val, ver, _ := s.read(ctx, 1); val != 9 || ver != 3 {
-				t.Fatalf("after touch: stock %d version %d; want 9, 3", val, ver)
-			}
+			checkUpdate(t, b.open(t, "inventory", "stock"))
 		})
+	}
+}
+
+// checkUpdate exercises success, conflict and not-found on one store.
+func checkUpdate(t *testing.T, s *store) {
+	t.Helper()
+	ctx := t.Context()
+	s.insert(t, 1, 10)
+
+	v, err := s.update(ctx, int64(1), 1, map[string]any{"stock": 9})
+	if err != nil || v != 2 {
+		t.Fatalf("update at version 1 = %d, %v; want 2, nil", v, err)
+	}
+	if val, ver, err := s.read(ctx, 1); err != nil || val != 9 || ver != 2 {
+		t.Fatalf("after update: stock %d version %d err %v; want 9, 2", val, ver, err)
+	}
+	// Stale version: the row exists, so this is a conflict and nothing changes.
+	if v, err := s.update(ctx, int64(1), 1, map[string]any{"stock": 0}); !errors.Is(err, optimistic.ErrConflict) || v != 0 {
+		t.Fatalf("stale update = %d, %v; want ErrConflict", v, err)
+	}
+	// A version ahead of the row's is a conflict as well (version 3 = expected+1 of the stale try).
+	if _, err := s.update(ctx, int64(1), 3, nil); !errors.Is(err, optimistic.ErrConflict) {
+		t.Fatalf("future version: %v; want ErrConflict", err)
+	}
+	if val, ver, _ := s.read(ctx, 1); val != 9 || ver != 2 {
+		t.Fatalf("after conflicts: stock %d version %d; want 9, 2 (unchanged)", val, ver)
+	}
+	// Missing key.
+	_, err = s.update(ctx, int64(404), 1, map[string]any{"stock": 1})
+	if !errors.Is(err, optimistic.ErrNotFound) || !errors.Is(err, sql.ErrNoRows) || errors.Is(err, optimistic.ErrConflict) {
+		t.Fatalf("missing key: %v; want ErrNotFound matching sql.ErrNoRows", err)
+	}
+	// No columns: only the version moves.
+	if v, err := s.update(ctx, int64(1), 2, nil); err != nil || v != 3 {
+		t.Fatalf("version-only update = %d, %v; want 3", v, err)
+	}
+	if val, ver, _ := s.read(ctx, 1); val != 9 || ver != 3 {
+		t.Fatalf("after touch: stock %d version %d; want 9, 3", val, ver)
 	}
 }
 

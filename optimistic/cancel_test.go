@@ -1,0 +1,174 @@
+package optimistic_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/concurkit/concurkit/optimistic"
+)
+
+// waitFor polls cond (a query of the server's own lock-wait view) until it
+// reports true: the server, not a sleep, tells us the CAS is blocked.
+func waitFor(t *testing.T, what string, cond func() (bool, error)) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ok, err := cond()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// promptBound is how long a cancelled CAS may take to return. The lock is
+// held indefinitely (and lock_timeout / innodb_lock_wait_timeout are far
+// larger), so returning at all before the holder lets go shows cancellation
+// worked; the bound only keeps a broken build from hanging.
+const promptBound = 5 * time.Second
+
+type blockedCAS struct {
+	err     error
+	elapsed time.Duration
+}
+
+// cancelBlocked starts update on its own goroutine, waits until blocked()
+// says it waits for a lock, cancels its context and returns what it
+// returned and how long that took after the cancel.
+func cancelBlocked(t *testing.T, update func(ctx context.Context) error, blocked func() (bool, error)) blockedCAS {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- update(ctx) }()
+	waitFor(t, "the CAS to wait on the row lock", blocked)
+	cancelled := time.Now()
+	cancel()
+	select {
+	case err := <-done:
+		return blockedCAS{err, time.Since(cancelled)}
+	case <-time.After(promptBound):
+		t.Fatalf("CAS still blocked %v after cancel", promptBound)
+		return blockedCAS{}
+	}
+}
+
+func TestCancelWhileLockedPostgres(t *testing.T) {
+	t.Parallel()
+	pool := pgPool(t)
+	ctx := t.Context()
+	if _, err := pool.Exec(ctx, "INSERT INTO inventory (id, stock) VALUES (1, 5)"); err != nil {
+		t.Fatal(err)
+	}
+	holder, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback(context.WithoutCancel(ctx))
+	if _, err := holder.Exec(ctx, "SELECT 1 FROM inventory WHERE id = 1 FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	waiter, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer waiter.Release()
+	pid := waiter.Conn().PgConn().PID()
+	tbl := optimistic.Table{Name: "inventory", Key: "id", Version: "version"}
+	res := cancelBlocked(t,
+		func(ctx context.Context) error {
+			_, err := optimistic.UpdatePostgres(ctx, waiter, tbl, 1, 1, map[string]any{"stock": 4})
+			return err
+		},
+		func() (bool, error) {
+			var n int
+			err := pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'", pid).Scan(&n)
+			return n == 1, err
+		})
+	t.Logf("postgres: returned %v after cancel: %v", res.elapsed, res.err)
+	if !errors.Is(res.err, context.Canceled) {
+		t.Fatalf("err = %v; want context.Canceled", res.err)
+	}
+}
+
+func TestCancelWhileLockedMariaDB(t *testing.T) {
+	t.Parallel()
+	db := myDB(t)
+	ctx := t.Context()
+	if _, err := db.ExecContext(ctx, "INSERT INTO inventory (id, stock) VALUES (1, 5)"); err != nil {
+		t.Fatal(err)
+	}
+	holder, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback()
+	if _, err := holder.ExecContext(ctx, "SELECT 1 FROM inventory WHERE id = 1 FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	waiter, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer waiter.Close()
+	var id int64
+	if err := waiter.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	tbl := optimistic.Table{Name: "inventory", Key: "id", Version: "version"}
+	res := cancelBlocked(t,
+		func(ctx context.Context) error {
+			_, err := optimistic.UpdateMySQL(ctx, waiter, tbl, 1, 1, map[string]any{"stock": 4})
+			return err
+		},
+		func() (bool, error) {
+			var n int
+			err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id = ? AND trx_state = 'LOCK WAIT'", id).Scan(&n)
+			return n == 1, err
+		})
+	t.Logf("mariadb: returned %v after cancel: %v", res.elapsed, res.err)
+	if !errors.Is(res.err, context.Canceled) {
+		t.Fatalf("err = %v; want context.Canceled", res.err)
+	}
+	// The driver gave up on the connection; the server-side statement is
+	// still queued behind the lock. Kill it so that it cannot apply after
+	// the holder rolls back (a caller sees the same "outcome unknown").
+	if _, err := db.ExecContext(ctx, fmt.Sprintf("KILL QUERY %d", id)); err != nil {
+		var me *mysql.MySQLError
+		if !errors.As(err, &me) || me.Number != 1094 { // 1094: unknown thread, already gone
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestUpdateClientFoundRows shows the MySQL CAS does not depend on the
+// affected-rows semantics that the clientFoundRows DSN option changes.
+func TestUpdateClientFoundRows(t *testing.T) {
+	t.Parallel()
+	cfg, err := mysql.ParseDSN(teMySQLDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ClientFoundRows = true
+	db, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if _, err := db.ExecContext(t.Context(), myInventory); err != nil {
+		t.Fatal(err)
+	}
+	checkUpdate(t, myStore(db, "inventory", "stock"))
+}
