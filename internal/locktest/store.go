@@ -1,0 +1,62 @@
+package locktest
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/concurkit/concurkit/fenced"
+)
+
+// Store is the storage a lock protects in the Kleppmann scenario: one
+// record, written by lock holders.
+type Store interface {
+	// Write stores value guarded by token (fenced.ErrStaleToken if a
+	// higher token was seen).
+	Write(ctx context.Context, token fenced.Token, value string) error
+	// WriteUnfenced stores value with a plain write that ignores tokens:
+	// the negative control.
+	WriteUnfenced(ctx context.Context, value string) error
+	// Read returns the stored value.
+	Read(ctx context.Context) (string, error)
+}
+
+// PostgresStore returns a Store on a new table in db's default schema
+// (dropped at cleanup), written with fenced.WritePostgres.
+func PostgresStore(t *testing.T, db fenced.DBTX) Store {
+	t.Helper()
+	table := fmt.Sprintf("locktest_%d", rand.Uint32())
+	ctx := context.Background()
+	if _, err := db.Exec(ctx, fmt.Sprintf(pgTable, table)); err != nil {
+		t.Fatalf("locktest: create table: %v", err)
+	}
+	t.Cleanup(func() { _, _ = db.Exec(context.Background(), "DROP TABLE IF EXISTS "+table) })
+	return &pgStore{db: db, table: table}
+}
+
+const (
+	pgTable     = `CREATE TABLE %s (id bigint PRIMARY KEY, value text NOT NULL, max_seen_token bigint NOT NULL DEFAULT 0)`
+	pgUnfenced  = `INSERT INTO %s (id, value) VALUES (1, $1) ON CONFLICT (id) DO UPDATE SET value = EXCLUDED.value`
+	pgReadValue = `SELECT value FROM %s WHERE id = 1`
+)
+
+type pgStore struct {
+	db    fenced.DBTX
+	table string
+}
+
+func (s *pgStore) Write(ctx context.Context, token fenced.Token, value string) error {
+	return fenced.WritePostgres(ctx, s.db, fenced.Guard{Table: s.table}, 1, token, fenced.Set{Column: "value", Value: value})
+}
+
+func (s *pgStore) WriteUnfenced(ctx context.Context, value string) error {
+	_, err := s.db.Exec(ctx, fmt.Sprintf(pgUnfenced, s.table), value)
+	return err
+}
+
+func (s *pgStore) Read(ctx context.Context) (string, error) {
+	var v string
+	err := s.db.QueryRow(ctx, fmt.Sprintf(pgReadValue, s.table)).Scan(&v)
+	return v, err
+}
