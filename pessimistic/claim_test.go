@@ -59,7 +59,7 @@ type hold struct {
 }
 
 func newHold(n int) *hold { return &hold{g: newGate(n), once: make([]sync.Once, n)} }
-func (h *hold) at(w int) { h.once[w].Do(h.g.wait) }
+func (h *hold) at(w int)  { h.once[w].Do(h.g.wait) }
 
 func TestClaimJobsPostgres(t *testing.T) {
 	pool := pgPool(t, claimers+2)
