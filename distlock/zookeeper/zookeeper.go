@@ -508,8 +508,15 @@ func (c *contender) hold(key string, live context.Context) (distlock.Lease, erro
 	if err != nil {
 		return nil, err
 	}
+	c.l.mu.Lock()
+	if c.l.closed { // Close is ending the session, which deletes our node
+		c.l.mu.Unlock()
+		ls.Lost(ErrClosed)
+		return nil, ErrClosed
+	}
 	c.node = "" // owned by the lease now
 	c.l.watchers.Add(1)
+	c.l.mu.Unlock()
 	go c.l.watch(ls, live, ch, path)
 	return ls, nil
 }
