@@ -31,7 +31,7 @@ func benchAcquireRelease(b *testing.B, src fenced.Source) {
 		b.Fatal(err)
 	}
 	ctx := context.Background()
-	key := prefix + "bench"
+	key := prefix + b.Name() // one key per token source: they must not share keys
 	opts := &distlock.Options{TTL: 10 * time.Second}
 	h := hdrhistogram.New(1, int64(10*time.Second/time.Microsecond), 3)
 	for b.Loop() {

@@ -25,5 +25,8 @@
 // holder with a lower token is rejected by fenced, never its successor.
 //
 // In Redis Cluster the lock key and its fence key must hash to the same
-// slot: put a hash tag in the key ("{order-42}").
+// slot: put a hash tag in the key ("{order-42}").//
+// Every Locker of one lock key must mint from the same Source (one
+// sequence shared by all instances): the per-key highest-token check
+// refuses tokens of a second, lower-counting source until it catches up.
 package redis
