@@ -31,7 +31,8 @@
 // The per-node timeout cancels a request's context. go-redis honours a
 // context deadline on the socket only with Options.ContextTimeoutEnabled;
 // without it a hung (not dead) master holds an attempt up to the client's
-// ReadTimeout. A dead master (connection refused) fails at once either way.//
+// ReadTimeout. A dead master (connection refused) fails at once either way.
+//
 // Every Locker of one lock key must mint from the same Source (one
 // sequence shared by all instances): the per-key highest-token check
 // refuses tokens of a second, lower-counting source until it catches up.
