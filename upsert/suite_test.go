@@ -1,0 +1,394 @@
+package upsert_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/concurkit/concurkit/upsert"
+)
+
+type profile struct {
+	ID     int64
+	Name   string
+	Visits int64
+}
+
+func (p profile) row() map[string]any {
+	return map[string]any{"id": p.ID, "name": p.Name, "visits": p.Visits}
+}
+
+var returning = []string{"id", "name", "visits"}
+
+func (p *profile) dest() []any { return []any{&p.ID, &p.Name, &p.Visits} }
+
+// store is one adapter bound to the profiles table; the same tests run on
+// every store.
+type store struct {
+	tbl         upsert.Table
+	insert      func(ctx context.Context, p profile) (bool, error)
+	upsert      func(ctx context.Context, p profile) (profile, bool, error)
+	insertOrGet func(ctx context.Context, p profile) (profile, bool, error)
+	worker      func(t *testing.T) *store
+}
+
+const maxWorkers = 64
+
+const (
+	pgDDL = `CREATE TABLE profiles (id bigint PRIMARY KEY, name text NOT NULL, visits bigint NOT NULL DEFAULT 0)`
+	myDDL = `CREATE TABLE profiles (id BIGINT PRIMARY KEY, name VARCHAR(64) NOT NULL, visits BIGINT NOT NULL DEFAULT 0) ENGINE=InnoDB`
+)
+
+var tbl = upsert.Table{Name: "profiles", Key: "id"}
+
+type backend struct {
+	name string
+	open func(t *testing.T) *store
+}
+
+var backends = []backend{
+	{"postgres", openPostgres},
+	{"mariadb", func(t *testing.T) *store { return openMySQL(t, false) }},
+	{"mariadb-clientFoundRows", func(t *testing.T) *store { return openMySQL(t, true) }},
+	{"dynamodb", openDynamoDB},
+}
+
+func pgPool(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(tePostgresURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = maxWorkers + 4
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if _, err := pool.Exec(t.Context(), pgDDL); err != nil {
+		t.Fatal(err)
+	}
+	return pool
+}
+
+func openPostgres(t *testing.T) *store {
+	pool := pgPool(t)
+	var mk func(db upsert.DBTX) *store
+	mk = func(db upsert.DBTX) *store {
+		return &store{
+			tbl: tbl,
+			insert: func(ctx context.Context, p profile) (bool, error) {
+				return upsert.InsertPostgres(ctx, db, tbl, p.row())
+			},
+			upsert: func(ctx context.Context, p profile) (out profile, created bool, err error) {
+				created, err = upsert.UpsertPostgres(ctx, db, tbl, p.row(), returning, out.dest()...)
+				return
+			},
+			insertOrGet: func(ctx context.Context, p profile) (out profile, created bool, err error) {
+				created, err = upsert.InsertOrGetPostgres(ctx, db, tbl, p.row(), returning, out.dest()...)
+				return
+			},
+			worker: func(t *testing.T) *store {
+				c, err := pool.Acquire(t.Context())
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(c.Release)
+				return mk(c)
+			},
+		}
+	}
+	return mk(pool)
+}
+
+func myDB(t *testing.T, foundRows bool) *sql.DB {
+	t.Helper()
+	cfg, err := mysql.ParseDSN(teMySQLDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ClientFoundRows = foundRows
+	db, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	db.SetMaxOpenConns(maxWorkers + 4)
+	db.SetMaxIdleConns(maxWorkers + 4)
+	if _, err := db.ExecContext(t.Context(), myDDL); err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+func openMySQL(t *testing.T, foundRows bool) *store {
+	pool := myDB(t, foundRows)
+	var mk func(db upsert.SQLDB) *store
+	mk = func(db upsert.SQLDB) *store {
+		return &store{
+			tbl: tbl,
+			insert: func(ctx context.Context, p profile) (bool, error) {
+				return upsert.InsertMySQL(ctx, db, tbl, p.row())
+			},
+			upsert: func(ctx context.Context, p profile) (out profile, created bool, err error) {
+				created, err = upsert.UpsertMySQL(ctx, db, tbl, p.row(), returning, out.dest()...)
+				return
+			},
+			insertOrGet: func(ctx context.Context, p profile) (out profile, created bool, err error) {
+				created, err = upsert.InsertOrGetMySQL(ctx, db, tbl, p.row(), returning, out.dest()...)
+				return
+			},
+			worker: func(t *testing.T) *store {
+				c, err := pool.Conn(t.Context())
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { c.Close() })
+				return mk(c)
+			},
+		}
+	}
+	return mk(pool)
+}
+
+func createDynamoTable(t *testing.T, client *dynamodb.Client, name string) {
+	t.Helper()
+	ctx := t.Context()
+	_, err := client.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName:            aws.String(name),
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("id"), AttributeType: types.ScalarAttributeTypeN}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: types.KeyTypeHash}},
+		BillingMode:          types.BillingModePayPerRequest,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		client.DeleteTable(context.WithoutCancel(ctx), &dynamodb.DeleteTableInput{TableName: aws.String(name)})
+	})
+}
+
+func fromItem(item map[string]types.AttributeValue) (profile, error) {
+	var p profile
+	num := func(a string) (int64, error) {
+		n, ok := item[a].(*types.AttributeValueMemberN)
+		if !ok {
+			return 0, fmt.Errorf("attribute %q: %T, want N", a, item[a])
+		}
+		return strconv.ParseInt(n.Value, 10, 64)
+	}
+	var err1, err2 error
+	p.ID, err1 = num("id")
+	p.Visits, err2 = num("visits")
+	s, ok := item["name"].(*types.AttributeValueMemberS)
+	if !ok {
+		return p, fmt.Errorf("attribute name: %T, want S", item["name"])
+	}
+	p.Name = s.Value
+	return p, errors.Join(err1, err2)
+}
+
+func openDynamoDB(t *testing.T) *store {
+	client, prefix := teDynamoDB(t)
+	dt := upsert.Table{Name: prefix + "profiles", Key: "id"}
+	createDynamoTable(t, client, dt.Name)
+	conv := func(item map[string]types.AttributeValue, created bool, err error) (profile, bool, error) {
+		if err != nil {
+			return profile{}, false, err
+		}
+		p, err := fromItem(item)
+		return p, created, err
+	}
+	s := &store{
+		tbl: dt,
+		insert: func(ctx context.Context, p profile) (bool, error) {
+			return upsert.InsertDynamoDB(ctx, client, dt, p.row())
+		},
+		upsert: func(ctx context.Context, p profile) (profile, bool, error) {
+			return conv(upsert.UpsertDynamoDB(ctx, client, dt, p.row()))
+		},
+		insertOrGet: func(ctx context.Context, p profile) (profile, bool, error) {
+			return conv(upsert.InsertOrGetDynamoDB(ctx, client, dt, p.row()))
+		},
+	}
+	s.worker = func(*testing.T) *store { return s }
+	return s
+}
+
+func TestInsert(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			s, ctx := b.open(t), t.Context()
+			first := profile{1, "ada", 1}
+			if created, err := s.insert(ctx, first); err != nil || !created {
+				t.Fatalf("first insert: created=%v err=%v; want true", created, err)
+			}
+			if created, err := s.insert(ctx, profile{1, "bob", 2}); err != nil || created {
+				t.Fatalf("second insert: created=%v err=%v; want false", created, err)
+			}
+			// The existing row is untouched.
+			got, created, err := s.insertOrGet(ctx, profile{1, "cyd", 3})
+			if err != nil || created || got != first {
+				t.Fatalf("insertOrGet after inserts = %+v created=%v err=%v; want %+v, false", got, created, err, first)
+			}
+		})
+	}
+}
+
+func TestUpsert(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			s, ctx := b.open(t), t.Context()
+			steps := []struct {
+				in      profile
+				created bool
+			}{
+				{profile{1, "ada", 1}, true},  // insert path
+				{profile{1, "bob", 2}, false}, // update path: new values returned
+				{profile{1, "bob", 2}, false}, // same values: MySQL's "0 rows affected" (1 with clientFoundRows)
+				{profile{2, "cyd", 0}, true},  // another key
+			}
+			for i, st := range steps {
+				got, created, err := s.upsert(ctx, st.in)
+				if err != nil || created != st.created || got != st.in {
+					t.Fatalf("step %d: upsert(%+v) = %+v created=%v err=%v; want %+v created=%v", i, st.in, got, created, err, st.in, st.created)
+				}
+			}
+		})
+	}
+}
+
+func TestInsertOrGet(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			s, ctx := b.open(t), t.Context()
+			first := profile{5, "ada", 1}
+			got, created, err := s.insertOrGet(ctx, first)
+			if err != nil || !created || got != first {
+				t.Fatalf("first = %+v created=%v err=%v; want %+v, true", got, created, err, first)
+			}
+			got, created, err = s.insertOrGet(ctx, profile{5, "bob", 9})
+			if err != nil || created || got != first {
+				t.Fatalf("second = %+v created=%v err=%v; want %+v (existing), false", got, created, err, first)
+			}
+		})
+	}
+}
+
+// race runs op on maxWorkers goroutines, each with its own connection,
+// released together by a barrier, and returns their results.
+func race(t *testing.T, s *store, op func(w *store, i int) (profile, bool, error)) ([]profile, []bool) {
+	t.Helper()
+	workers := make([]*store, maxWorkers)
+	for i := range workers {
+		workers[i] = s.worker(t)
+	}
+	var (
+		start   = make(chan struct{})
+		wg      sync.WaitGroup
+		rows    = make([]profile, maxWorkers)
+		created = make([]bool, maxWorkers)
+		errs    = make([]error, maxWorkers)
+	)
+	for i, w := range workers {
+		wg.Go(func() {
+			<-start
+			rows[i], created[i], errs[i] = op(w, i)
+		})
+	}
+	close(start)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	return rows, created
+}
+
+func count(bs []bool) (n int) {
+	for _, b := range bs {
+		if b {
+			n++
+		}
+	}
+	return n
+}
+
+// TestConcurrentInsertOrGet: 64 concurrent InsertOrGet calls of one key,
+// each with its own values: exactly one reports created, and all return
+// the same row — the creator's.
+func TestConcurrentInsertOrGet(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			rows, created := race(t, b.open(t), func(w *store, i int) (profile, bool, error) {
+				return w.insertOrGet(t.Context(), profile{42, fmt.Sprintf("worker-%02d", i), int64(i)})
+			})
+			if n := count(created); n != 1 {
+				t.Fatalf("%d callers report created; want exactly 1", n)
+			}
+			winner := rows[0]
+			for i, c := range created {
+				if c {
+					winner = profile{42, fmt.Sprintf("worker-%02d", i), int64(i)}
+				}
+			}
+			for i, r := range rows {
+				if r != winner {
+					t.Fatalf("caller %d got %+v; want the creator's row %+v", i, r, winner)
+				}
+			}
+			t.Logf("%s: 1 created, %d got the existing row %+v", b.name, maxWorkers-1, winner)
+		})
+	}
+}
+
+// TestConcurrentInsert: 64 concurrent insert-once calls: exactly one
+// creates the row.
+func TestConcurrentInsert(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			_, created := race(t, b.open(t), func(w *store, i int) (profile, bool, error) {
+				c, err := w.insert(t.Context(), profile{7, fmt.Sprintf("worker-%02d", i), int64(i)})
+				return profile{}, c, err
+			})
+			if n := count(created); n != 1 {
+				t.Fatalf("%d callers report created; want exactly 1", n)
+			}
+		})
+	}
+}
+
+// TestConcurrentUpsert: 64 concurrent upserts of one key: exactly one
+// creates the row, the others update it.
+func TestConcurrentUpsert(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			rows, created := race(t, b.open(t), func(w *store, i int) (profile, bool, error) {
+				return w.upsert(t.Context(), profile{9, fmt.Sprintf("worker-%02d", i), int64(i)})
+			})
+			if n := count(created); n != 1 {
+				t.Fatalf("%d callers report created; want exactly 1", n)
+			}
+			for i, r := range rows {
+				if r.ID != 9 || r.Name != fmt.Sprintf("worker-%02d", r.Visits) {
+					t.Fatalf("caller %d got %+v; want a row some worker wrote", i, r)
+				}
+			}
+		})
+	}
+}
