@@ -3,7 +3,7 @@
 //
 // Usage:
 //
-//	concurkit bench    [flags]   contention benchmarks (or the built-in demo)
+//	concurkit demo     [flags]   64 concurrent buyers of the last item, per strategy
 //	concurkit simulate [flags]   deadlock simulator (2PL with a wait-for graph)
 //	concurkit migrate  template [flags]   write up/down migrations for a table
 package main
@@ -22,7 +22,6 @@ import (
 const usage = `usage: concurkit <command> [flags]
 
 commands:
-  bench      run the contention benchmarks (see concurkit bench -h)
   demo       64 concurrent buyers of the last item under each strategy
   simulate   run the two-phase-locking simulator (see concurkit simulate -h)
   migrate    migration helpers (concurkit migrate template -h)
@@ -47,8 +46,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	cmd, rest := args[0], args[1:]
 	switch cmd {
-	case "bench":
-		return runBench(ctx, rest, stdout, stderr)
 	case "demo":
 		return runDemo(ctx, rest, stdout, stderr)
 	case "simulate":
