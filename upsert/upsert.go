@@ -84,7 +84,7 @@ func (t Table) validate(db any, row map[string]any, returning []string, dest []a
 
 // quoted holds a call's identifiers quoted for one SQL dialect.
 type quoted struct {
-	table, key            string
+	table, key              string
 	cols, nonKey, returning []string
 }
 
