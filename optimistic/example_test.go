@@ -98,7 +98,9 @@ func exampleDynamoDB(ctx context.Context) (*dynamodb.Client, string, func(), err
 	if err != nil {
 		return nil, "", nil, err
 	}
-	drop := func() { client.DeleteTable(context.WithoutCancel(ctx), &dynamodb.DeleteTableInput{TableName: aws.String(name)}) }
+	drop := func() {
+		client.DeleteTable(context.WithoutCancel(ctx), &dynamodb.DeleteTableInput{TableName: aws.String(name)})
+	}
 	_, err = client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(name), Item: map[string]types.AttributeValue{
 		"id": &types.AttributeValueMemberN{Value: "1"}, "stock": &types.AttributeValueMemberN{Value: "10"}, "version": &types.AttributeValueMemberN{Value: "1"},
 	}})
