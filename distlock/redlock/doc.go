@@ -5,7 +5,8 @@
 // 2 ms). Requests go to every master in parallel, each bounded by a short
 // per-node timeout; after a failed attempt the lock is deleted (Lua
 // compare-and-delete) on EVERY master, also those that did not answer,
-// since a timed-out request may still have been applied. Extend is a
+// since a timed-out request may still have been applied (an attempt that
+// every master plainly refused has nothing to delete). Extend is a
 // compare-and-pexpire that must reach a majority again within the new
 // validity.
 //

@@ -324,8 +324,11 @@ func (l *Locker) try(ctx context.Context, key string, o distlock.Options, tok *f
 			return nil, err
 		}
 		// Failed: delete on every master, including those that timed out
-		// (their SET may have landed after the deadline).
-		l.releaseAll(ctx, key, value)
+		// (their SET may have landed after the deadline). Skipped only
+		// when every master answered that it did not take the lock.
+		if t.yes > 0 || t.failed > 0 {
+			l.releaseAll(ctx, key, value)
+		}
 		if cerr := ctx.Err(); cerr != nil {
 			return nil, errors.Join(distlock.ErrNotAcquired, cerr)
 		}
