@@ -27,9 +27,9 @@ type store struct {
 	// read returns the row's column value and version.
 	read func(ctx context.Context, id int64) (val, version int64, err error)
 	// insert adds a row with version 1.
-	insert func(t *testing.T, id, val int64)
+	insert func(t testing.TB, id, val int64)
 	// worker returns a store of the same table on its own connection.
-	worker func(t *testing.T) *store
+	worker func(t testing.TB) *store
 }
 
 func (s *store) update(ctx context.Context, key any, version int64, set map[string]any) (int64, error) {
@@ -40,7 +40,7 @@ const maxWorkers = 64
 
 type backend struct {
 	name string
-	open func(t *testing.T, table, col string) *store
+	open func(t testing.TB, table, col string) *store
 }
 
 var backends = []backend{
@@ -57,7 +57,7 @@ CREATE TABLE counters (id bigint PRIMARY KEY, value bigint NOT NULL DEFAULT 0, v
 )
 
 // pgPool opens a pool with room for one connection per worker.
-func pgPool(t *testing.T) *pgxpool.Pool {
+func pgPool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(tePostgresURL(t))
 	if err != nil {
@@ -75,7 +75,7 @@ func pgPool(t *testing.T) *pgxpool.Pool {
 	return pool
 }
 
-func openPostgres(t *testing.T, table, col string) *store {
+func openPostgres(t testing.TB, table, col string) *store {
 	return pgStore(pgPool(t), table, col)
 }
 
@@ -92,13 +92,13 @@ func pgStore(pool *pgxpool.Pool, table, col string) *store {
 				err = db.QueryRow(ctx, "SELECT "+col+", version FROM "+table+" WHERE id = $1", id).Scan(&val, &ver)
 				return
 			},
-			insert: func(t *testing.T, id, val int64) {
+			insert: func(t testing.TB, id, val int64) {
 				t.Helper()
 				if _, err := db.Exec(t.Context(), "INSERT INTO "+table+" (id, "+col+") VALUES ($1, $2)", id, val); err != nil {
 					t.Fatal(err)
 				}
 			},
-			worker: func(t *testing.T) *store {
+			worker: func(t testing.TB) *store {
 				t.Helper()
 				c, err := pool.Acquire(t.Context())
 				if err != nil {
@@ -112,7 +112,7 @@ func pgStore(pool *pgxpool.Pool, table, col string) *store {
 	return mk(pool)
 }
 
-func myDB(t *testing.T) *sql.DB {
+func myDB(t testing.TB) *sql.DB {
 	t.Helper()
 	db := teMySQL(t)
 	db.SetMaxOpenConns(maxWorkers + 4)
@@ -125,7 +125,7 @@ func myDB(t *testing.T) *sql.DB {
 	return db
 }
 
-func openMySQL(t *testing.T, table, col string) *store {
+func openMySQL(t testing.TB, table, col string) *store {
 	return myStore(myDB(t), table, col)
 }
 
@@ -142,13 +142,13 @@ func myStore(pool *sql.DB, table, col string) *store {
 				err = db.QueryRowContext(ctx, "SELECT "+col+", version FROM "+table+" WHERE id = ?", id).Scan(&val, &ver)
 				return
 			},
-			insert: func(t *testing.T, id, val int64) {
+			insert: func(t testing.TB, id, val int64) {
 				t.Helper()
 				if _, err := db.ExecContext(t.Context(), "INSERT INTO "+table+" (id, "+col+") VALUES (?, ?)", id, val); err != nil {
 					t.Fatal(err)
 				}
 			},
-			worker: func(t *testing.T) *store {
+			worker: func(t testing.TB) *store {
 				t.Helper()
 				c, err := pool.Conn(t.Context())
 				if err != nil {
@@ -162,7 +162,7 @@ func myStore(pool *sql.DB, table, col string) *store {
 	return mk(pool)
 }
 
-func openDynamoDB(t *testing.T, table, col string) *store {
+func openDynamoDB(t testing.TB, table, col string) *store {
 	t.Helper()
 	client, prefix := teDynamoDB(t)
 	name := prefix + table
@@ -209,7 +209,7 @@ func openDynamoDB(t *testing.T, table, col string) *store {
 			}
 			return num(col), num("version"), nil
 		},
-		insert: func(t *testing.T, id, val int64) {
+		insert: func(t testing.TB, id, val int64) {
 			t.Helper()
 			_, err := client.PutItem(t.Context(), &dynamodb.PutItemInput{
 				TableName: aws.String(name),
@@ -220,7 +220,7 @@ func openDynamoDB(t *testing.T, table, col string) *store {
 			}
 		},
 	}
-	s.worker = func(*testing.T) *store { return s } // HTTP: every call is independent
+	s.worker = func(testing.TB) *store { return s } // HTTP: every call is independent
 	return s
 }
 
