@@ -39,7 +39,7 @@ type store struct {
 	insert      func(ctx context.Context, p profile) (bool, error)
 	upsert      func(ctx context.Context, p profile) (profile, bool, error)
 	insertOrGet func(ctx context.Context, p profile) (profile, bool, error)
-	worker      func(t *testing.T) *store
+	worker      func(t testing.TB) *store
 }
 
 const maxWorkers = 64
@@ -53,17 +53,17 @@ var tbl = upsert.Table{Name: "profiles", Key: "id"}
 
 type backend struct {
 	name string
-	open func(t *testing.T) *store
+	open func(t testing.TB) *store
 }
 
 var backends = []backend{
 	{"postgres", openPostgres},
-	{"mariadb", func(t *testing.T) *store { return openMySQL(t, false) }},
-	{"mariadb-clientFoundRows", func(t *testing.T) *store { return openMySQL(t, true) }},
+	{"mariadb", func(t testing.TB) *store { return openMySQL(t, false) }},
+	{"mariadb-clientFoundRows", func(t testing.TB) *store { return openMySQL(t, true) }},
 	{"dynamodb", openDynamoDB},
 }
 
-func pgPool(t *testing.T) *pgxpool.Pool {
+func pgPool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(tePostgresURL(t))
 	if err != nil {
@@ -81,7 +81,7 @@ func pgPool(t *testing.T) *pgxpool.Pool {
 	return pool
 }
 
-func openPostgres(t *testing.T) *store {
+func openPostgres(t testing.TB) *store {
 	pool := pgPool(t)
 	var mk func(db upsert.DBTX) *store
 	mk = func(db upsert.DBTX) *store {
@@ -98,7 +98,7 @@ func openPostgres(t *testing.T) *store {
 				created, err = upsert.InsertOrGetPostgres(ctx, db, tbl, p.row(), returning, out.dest()...)
 				return
 			},
-			worker: func(t *testing.T) *store {
+			worker: func(t testing.TB) *store {
 				c, err := pool.Acquire(t.Context())
 				if err != nil {
 					t.Fatal(err)
@@ -111,7 +111,7 @@ func openPostgres(t *testing.T) *store {
 	return mk(pool)
 }
 
-func myDB(t *testing.T, foundRows bool) *sql.DB {
+func myDB(t testing.TB, foundRows bool) *sql.DB {
 	t.Helper()
 	cfg, err := mysql.ParseDSN(teMySQLDSN(t))
 	if err != nil {
@@ -131,7 +131,7 @@ func myDB(t *testing.T, foundRows bool) *sql.DB {
 	return db
 }
 
-func openMySQL(t *testing.T, foundRows bool) *store {
+func openMySQL(t testing.TB, foundRows bool) *store {
 	pool := myDB(t, foundRows)
 	var mk func(db upsert.SQLDB) *store
 	mk = func(db upsert.SQLDB) *store {
@@ -148,7 +148,7 @@ func openMySQL(t *testing.T, foundRows bool) *store {
 				created, err = upsert.InsertOrGetMySQL(ctx, db, tbl, p.row(), returning, out.dest()...)
 				return
 			},
-			worker: func(t *testing.T) *store {
+			worker: func(t testing.TB) *store {
 				c, err := pool.Conn(t.Context())
 				if err != nil {
 					t.Fatal(err)
@@ -161,7 +161,7 @@ func openMySQL(t *testing.T, foundRows bool) *store {
 	return mk(pool)
 }
 
-func createDynamoTable(t *testing.T, client *dynamodb.Client, name string) {
+func createDynamoTable(t testing.TB, client *dynamodb.Client, name string) {
 	t.Helper()
 	ctx := t.Context()
 	_, err := client.CreateTable(ctx, &dynamodb.CreateTableInput{
@@ -198,7 +198,7 @@ func fromItem(item map[string]types.AttributeValue) (profile, error) {
 	return p, errors.Join(err1, err2)
 }
 
-func openDynamoDB(t *testing.T) *store {
+func openDynamoDB(t testing.TB) *store {
 	client, prefix := teDynamoDB(t)
 	dt := upsert.Table{Name: prefix + "profiles", Key: "id"}
 	createDynamoTable(t, client, dt.Name)
@@ -221,7 +221,7 @@ func openDynamoDB(t *testing.T) *store {
 			return conv(upsert.InsertOrGetDynamoDB(ctx, client, dt, p.row()))
 		},
 	}
-	s.worker = func(*testing.T) *store { return s }
+	s.worker = func(testing.TB) *store { return s }
 	return s
 }
 
