@@ -169,12 +169,35 @@ func TestExpiredLeaseSparesSuccessor(t *testing.T) {
 	}
 }
 
+// signalSource reports its first Next call: Acquire has started waiting.
+type signalSource struct {
+	fenced.Source
+	once    sync.Once
+	started chan struct{}
+}
+
+func (s *signalSource) Next(ctx context.Context) (fenced.Token, error) {
+	s.once.Do(func() { close(s.started) })
+	return s.Source.Next(ctx)
+}
+
 // Cancelling ctx while Acquire waits returns promptly with an error
-// matching both ErrNotAcquired and context.Canceled.
+// matching both ErrNotAcquired and context.Canceled, and leaves the
+// holder's lock alone.
 func TestAcquireCancelWhileWaiting(t *testing.T) {
-	l, _, prefix := newLocker(t)
+	c, prefix := redisEnv(t)
+	_, pg := tokenSource(t)
+	src := &signalSource{Source: pg, started: make(chan struct{})}
+	l, err := redis.New(c, src, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := redis.New(c, pg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	key := prefix + "k"
-	held, err := l.Acquire(t.Context(), key, &distlock.Options{TTL: 10 * time.Second})
+	held, err := other.Acquire(t.Context(), key, &distlock.Options{TTL: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,10 +208,14 @@ func TestAcquireCancelWhileWaiting(t *testing.T) {
 		_, err := l.Acquire(ctx, key, nil)
 		done <- err
 	}()
+	<-src.started // the waiter made its first attempt
 	cancel()
 	err = <-done
 	if !errors.Is(err, distlock.ErrNotAcquired) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("Acquire after cancel = %v", err)
+	}
+	if v := c.Get(t.Context(), key).Val(); !strings.HasPrefix(v, held.Token().String()+":") {
+		t.Fatalf("holder's lock value %q after a cancelled waiter", v)
 	}
 }
 
@@ -227,40 +254,4 @@ func TestStaleTokenRefused(t *testing.T) {
 	if next.Token() <= ls.Token() {
 		t.Fatalf("token %v after %v", next.Token(), ls.Token())
 	}
-}
-
-// Mutual exclusion and token order under contention (until the shared
-// conformance suite runs here).
-func TestMutualExclusion(t *testing.T) {
-	l, _, prefix := newLocker(t)
-	key := prefix + "k"
-	var inside atomic.Bool
-	var mu sync.Mutex
-	var last fenced.Token
-	var wg sync.WaitGroup
-	for range 16 {
-		wg.Go(func() {
-			for range 50 {
-				ls, err := l.Acquire(t.Context(), key, &distlock.Options{TTL: 5 * time.Second})
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if !inside.CompareAndSwap(false, true) {
-					t.Error("two holders")
-				}
-				mu.Lock()
-				if ls.Token() <= last {
-					t.Errorf("token %v after %v", ls.Token(), last)
-				}
-				last = ls.Token()
-				mu.Unlock()
-				inside.Store(false)
-				if err := ls.Release(t.Context()); err != nil {
-					t.Error(err)
-				}
-			}
-		})
-	}
-	wg.Wait()
 }

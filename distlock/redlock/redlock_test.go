@@ -269,37 +269,3 @@ func TestStaleTokenRefused(t *testing.T) {
 		t.Fatalf("older token on a free lock: %d accepted, %d stale; want a stale majority", yes, stale)
 	}
 }
-
-func TestMutualExclusion(t *testing.T) {
-	l, _, prefix := newLocker(t)
-	key := prefix + "k"
-	var inside atomic.Bool
-	var mu sync.Mutex
-	var last fenced.Token
-	var wg sync.WaitGroup
-	for range 16 {
-		wg.Go(func() {
-			for range 25 {
-				ls, err := l.Acquire(t.Context(), key, &distlock.Options{TTL: 5 * time.Second})
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if !inside.CompareAndSwap(false, true) {
-					t.Error("two holders")
-				}
-				mu.Lock()
-				if ls.Token() <= last {
-					t.Errorf("token %v after %v", ls.Token(), last)
-				}
-				last = ls.Token()
-				mu.Unlock()
-				inside.Store(false)
-				if err := ls.Release(t.Context()); err != nil {
-					t.Error(err)
-				}
-			}
-		})
-	}
-	wg.Wait()
-}
