@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -61,7 +62,7 @@ func TestAdvisorySessionLock(t *testing.T) {
 		got <- err
 	}()
 	waiter := b.Conn().PgConn().PID()
-	eventually(t, "b to wait for the advisory lock", func() (bool, error) {
+	eventually(t, "b to wait for the advisory lock", 2*time.Millisecond, func() (bool, error) {
 		var n int
 		err := a.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND wait_event = 'advisory'", waiter).Scan(&n)
 		return n == 1, err

@@ -14,8 +14,8 @@ import (
 )
 
 // eventually polls cond (an observation of server state, not a sleep used
-// for ordering) until it holds, failing after 10 s.
-func eventually(t *testing.T, what string, cond func() (bool, error)) {
+// for ordering) every interval until it holds, failing after 10 s.
+func eventually(t *testing.T, what string, interval time.Duration, cond func() (bool, error)) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -29,7 +29,7 @@ func eventually(t *testing.T, what string, cond func() (bool, error)) {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
-		time.Sleep(2 * time.Millisecond)
+		time.Sleep(interval)
 	}
 }
 
@@ -79,7 +79,7 @@ func TestCancelRowLockWaitPostgres(t *testing.T) {
 		})
 	}()
 	waiter := <-pid
-	eventually(t, "the waiter to block on the row lock", func() (bool, error) {
+	eventually(t, "the waiter to block on the row lock", 2*time.Millisecond, func() (bool, error) {
 		var n int
 		err := holder.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'", waiter).Scan(&n)
 		return n == 1, err
@@ -118,7 +118,7 @@ func TestCancelAdvisoryLockWaitPostgres(t *testing.T) {
 		_, err := pessimistic.AdvisoryLock(wctx, c.Conn(), key)
 		done <- err
 	}()
-	eventually(t, "the waiter to block on the advisory lock", func() (bool, error) {
+	eventually(t, "the waiter to block on the advisory lock", 2*time.Millisecond, func() (bool, error) {
 		var n int
 		err := holder.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock' AND wait_event = 'advisory'", waiter).Scan(&n)
 		return n == 1, err
@@ -163,7 +163,9 @@ func TestCancelRowLockWaitMariaDB(t *testing.T) {
 	// The driver drops the connection on cancel; the server thread would
 	// wait on until the holder ends, so end it.
 	t.Cleanup(func() { _, _ = db.Exec(fmt.Sprintf("KILL %d", waiter)) })
-	eventually(t, "the waiter to block on the row lock", func() (bool, error) {
+	// InnoDB refreshes information_schema.innodb_trx only after 100 ms
+	// without readers, so poll more slowly than that.
+	eventually(t, "the waiter to block on the row lock", 150*time.Millisecond, func() (bool, error) {
 		var n int
 		err := holder.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.innodb_trx WHERE trx_mysql_thread_id = ? AND trx_state = 'LOCK WAIT'", waiter).Scan(&n)
 		return n == 1, err
