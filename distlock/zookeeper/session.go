@@ -28,6 +28,10 @@ type session struct {
 	events  <-chan zk.Event
 	timeout time.Duration
 
+	ctx     context.Context // cancelled by close
+	stop    context.CancelFunc
+	reapers sync.WaitGroup
+
 	mu     sync.Mutex
 	live   context.Context // current epoch; nil between epochs
 	cancel context.CancelCauseFunc
@@ -37,6 +41,7 @@ type session struct {
 
 func (l *Locker) dial(timeout time.Duration) (*session, error) {
 	s := &session{timeout: timeout, ready: make(chan struct{})}
+	s.ctx, s.stop = context.WithCancel(context.Background())
 	conn, events, err := zk.Connect(l.servers, timeout,
 		zk.WithDialer(l.dialer), zk.WithLogger(l.logger), zk.WithLogInfo(false),
 		zk.WithEventCallback(s.onEvent))
@@ -112,8 +117,49 @@ func (s *session) close() {
 	close(s.ready) // wake waitLive callers; they see closed
 	s.ready = make(chan struct{})
 	s.mu.Unlock()
+	s.stop()
 	s.conn.Close()
 	for range s.events { //nolint:revive // drain until the event loop exits
+	}
+	s.reapers.Wait()
+}
+
+// remove deletes one of our nodes. If the outcome is unknown because the
+// connection is down, the node is not left behind: while our session lives
+// it would block the lock for everybody. A background reaper deletes it
+// after reconnecting with the same session (if the session changed, the
+// server has deleted it already). remove reports the first attempt's
+// error; reaped reports (if not nil) when the node is gone.
+func (s *session) remove(path string, version int32, sid int64, reaped chan<- error) error {
+	err := s.conn.Delete(path, version)
+	if !isConnErr(err) {
+		return err
+	}
+	s.reapers.Add(1)
+	go func() {
+		defer s.reapers.Done()
+		rerr := s.reap(path, version, sid)
+		if reaped != nil {
+			reaped <- rerr
+		}
+	}()
+	return err
+}
+
+func (s *session) reap(path string, version int32, sid int64) error {
+	for {
+		live, err := s.waitLive(s.ctx)
+		if err != nil {
+			return err // closed: the session's end deletes the node
+		}
+		if s.conn.SessionID() != sid {
+			return zk.ErrNoNode // expired: the server deleted it
+		}
+		err = s.conn.Delete(path, version)
+		if !isConnErr(err) {
+			return err
+		}
+		pause(s.ctx, live)
 	}
 }
 

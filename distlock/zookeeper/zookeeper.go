@@ -222,6 +222,7 @@ type contender struct {
 	dir string
 
 	node string // base name of our node; "" when we have none
+	sid  int64  // session that created node
 
 	// An uncertain create: the request may have been applied although its
 	// response was lost. Only meaningful while the session is unchanged.
@@ -372,7 +373,7 @@ func (c *contender) create() error {
 		}
 		c.pendingGUID = ""
 		if name != "" {
-			c.node = name
+			c.node, c.sid = name, sid
 			return nil
 		}
 	}
@@ -386,7 +387,7 @@ func (c *contender) create() error {
 		path, err := conn.Create(prefix, nil, zk.FlagEphemeral|zk.FlagSequence, c.l.acl)
 		switch {
 		case err == nil:
-			c.node = path[strings.LastIndex(path, "/")+1:]
+			c.node, c.sid = path[strings.LastIndex(path, "/")+1:], sid
 			return nil
 		case errors.Is(err, zk.ErrNoNode):
 			if err := c.mkdirs(); err != nil {
@@ -445,16 +446,19 @@ func (c *contender) mkdirs() error {
 }
 
 // cleanup removes our node (and any node of an uncertain create) after a
-// failed or abandoned acquisition.
+// failed or abandoned acquisition; if ZooKeeper is unreachable, a reaper
+// removes it after reconnecting, so the caller is not held up.
 func (c *contender) cleanup() {
-	conn := c.s.conn
-	if c.pendingGUID != "" && c.pendingSID == conn.SessionID() {
+	if c.pendingGUID != "" && c.pendingSID == c.s.conn.SessionID() {
 		if name, err := c.find(c.pendingGUID); err == nil && name != "" {
-			_ = conn.Delete(c.dir+"/"+name, -1)
+			_ = c.s.remove(c.dir+"/"+name, -1, c.pendingSID, nil)
 		}
+		// A connection error here leaves a node only if the create was
+		// applied; it goes with the session, as in Curator's background
+		// find-and-delete when it gives up.
 	}
 	if c.node != "" {
-		_ = conn.Delete(c.dir+"/"+c.node, -1)
+		_ = c.s.remove(c.dir+"/"+c.node, -1, c.sid, nil)
 		c.node = ""
 	}
 }
@@ -477,7 +481,7 @@ func (c *contender) hold(key string, live context.Context) (distlock.Lease, erro
 	if live.Err() != nil { // disconnected since: verify again after reconnecting
 		return nil, errRetry
 	}
-	version := stat.Version
+	version, sid := stat.Version, stat.EphemeralOwner
 	ls, err := lease.New(lease.Config{
 		Key:   key,
 		Token: fenced.Token(stat.Czxid),
@@ -494,11 +498,24 @@ func (c *contender) hold(key string, live context.Context) (distlock.Lease, erro
 				return nil
 			},
 			Release: func(context.Context) error {
-				err := conn.Delete(path, version)
+				// While disconnected, wait up to one session timeout for the
+				// reconnection (by then the session has expired if it never
+				// came); after that the reaper carries on in the background.
+				reaped := make(chan error, 1)
+				err := c.s.remove(path, version, sid, reaped)
+				if isConnErr(err) {
+					t := time.NewTimer(c.s.timeout)
+					select {
+					case err = <-reaped:
+					case <-t.C:
+						err = fmt.Errorf("zookeeper: release: node %s will be deleted after reconnecting: %w", path, err)
+					}
+					t.Stop()
+				}
 				switch {
 				case err == nil:
 					return nil
-				case errors.Is(err, zk.ErrNoNode), errors.Is(err, zk.ErrBadVersion):
+				case errors.Is(err, zk.ErrNoNode), errors.Is(err, zk.ErrBadVersion), errors.Is(err, errClosed):
 					return fmt.Errorf("%w: zookeeper: lock node %s: %w", distlock.ErrLeaseLost, path, err)
 				}
 				return fmt.Errorf("zookeeper: release: %w", err)

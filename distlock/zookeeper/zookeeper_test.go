@@ -254,3 +254,76 @@ func TestExtendAndNodeDeleted(t *testing.T) {
 		t.Fatalf("Release after delete = %v", err)
 	}
 }
+
+// waitChildren waits until the number of lock nodes of key satisfies ok,
+// using child watches (no polling sleeps).
+func waitChildren(t *testing.T, conn *zk.Conn, dir string, ok func(n int) bool) {
+	t.Helper()
+	timeout := time.NewTimer(30 * time.Second)
+	defer timeout.Stop()
+	for {
+		children, _, ch, err := conn.ChildrenW(dir)
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
+			t.Fatal(err)
+		}
+		if ok(len(children)) {
+			return
+		}
+		if errors.Is(err, zk.ErrNoNode) {
+			_, _, ch, err = conn.ExistsW(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		select {
+		case <-ch:
+		case <-timeout.C:
+			t.Fatalf("%s: children %v never satisfied the condition", dir, children)
+		}
+	}
+}
+
+// TestAbandonedWaitWhileDisconnected: a waiter gives up (ctx cancelled)
+// while it cannot reach ZooKeeper, so it cannot delete its node. Its
+// session survives the short outage, and so would the node, blocking the
+// lock for everybody; the reaper deletes it after reconnecting.
+func TestAbandonedWaitWhileDisconnected(t *testing.T) {
+	servers, root := zkStandalone(t)
+	net := &faultyNet{}
+	a := newLocker(t, servers, &zookeeper.Config{Root: root})
+	b := newLocker(t, servers, &zookeeper.Config{Root: root, Dialer: net.Dial})
+	conn, _, err := zk.Connect(servers, 5*time.Second, zk.WithLogInfo(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+
+	la, err := a.Acquire(t.Context(), "k", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	got := make(chan error, 1)
+	go func() {
+		_, err := b.Acquire(ctx, "k", nil)
+		got <- err
+	}()
+	waitChildren(t, conn, root+"/k", func(n int) bool { return n == 2 }) // B is waiting
+	net.partition()
+	cancel()
+	if err := <-got; !errors.Is(err, context.Canceled) || !errors.Is(err, distlock.ErrNotAcquired) {
+		t.Fatalf("B's Acquire = %v, want ErrNotAcquired and context.Canceled", err)
+	}
+	net.heal()
+	waitChildren(t, conn, root+"/k", func(n int) bool { return n == 1 }) // reaped
+	if err := la.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	lc, err := a.TryAcquire(t.Context(), "k", nil)
+	if err != nil {
+		t.Fatalf("TryAcquire after the reaped waiter: %v", err)
+	}
+	if err := lc.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
