@@ -119,6 +119,7 @@ func TestClaimJobsPostgres(t *testing.T) {
 }
 
 func TestClaimJobsMariaDB(t *testing.T) {
+	t.Parallel() // MariaDB only: runs alongside the other MariaDB tests, after the PostgreSQL ones
 	db := myDB(t, claimers+2)
 	ctx := t.Context()
 	if _, err := db.ExecContext(ctx, "INSERT INTO jobs (payload) SELECT CONCAT('job-', LPAD(seq, 3, '0')) FROM seq_1_to_200"); err != nil {

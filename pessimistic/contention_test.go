@@ -164,6 +164,7 @@ func TestOversellPostgres(t *testing.T) {
 }
 
 func TestOversellMariaDB(t *testing.T) {
+	t.Parallel() // MariaDB only: runs alongside the other MariaDB tests, after the PostgreSQL ones
 	db := myDB(t, buyers+2)
 	for _, s := range strategies(true) {
 		t.Run(s.name, func(t *testing.T) {
@@ -266,8 +267,12 @@ func TestLostUpdatePostgres(t *testing.T) {
 }
 
 func TestLostUpdateMariaDB(t *testing.T) {
+	t.Parallel() // MariaDB only: runs alongside the other MariaDB tests, after the PostgreSQL ones
 	db := myDB(t, workers+2)
-	for _, s := range strategies(true) {
+	// SERIALIZABLE on MariaDB is InnoDB shared locks upgraded to exclusive:
+	// correct (it deadlocks and retries, see TestOversellMariaDB) but slow
+	// with 32 writers on one row, so it is left out here.
+	for _, s := range strategies(true)[:2] {
 		t.Run(s.name, func(t *testing.T) {
 			ctx := t.Context()
 			if _, err := db.ExecContext(ctx, "DELETE FROM counters; INSERT INTO counters (id, value) VALUES (1, 0)"); err != nil {

@@ -105,6 +105,7 @@ func TestLockModesPostgres(t *testing.T) {
 }
 
 func TestLockModesMariaDB(t *testing.T) {
+	t.Parallel() // MariaDB only: runs alongside the other MariaDB tests, after the PostgreSQL ones
 	db := myDB(t, 4)
 	ctx := t.Context()
 	if _, err := db.ExecContext(ctx, "INSERT INTO inventory (id, sku, stock) VALUES (1, 'a', 1), (2, 'b', 1), (3, 'c', 1)"); err != nil {
