@@ -5,6 +5,57 @@
 // closure helpers that roll back on error or panic and retry deadlock
 // victims and serialization failures.
 //
-// PostgreSQL is reached through pgx v5; MariaDB (and MySQL 8, where noted)
-// through database/sql with github.com/go-sql-driver/mysql.
+// PostgreSQL is reached through pgx v5 (InTx, LockRows, ClaimJobs, the
+// advisory locks); MariaDB 10.11 and MySQL 8 through database/sql with
+// github.com/go-sql-driver/mysql (InTxMySQL, LockRowsMySQL, ClaimJobsMySQL).
+// The retry loop, error mapping and lock clauses are written once; each
+// driver has a thin adapter.
+//
+// # Transactions
+//
+// InTx(ctx, db, opts, fn) begins a transaction, runs fn, and commits. An
+// error or a panic in fn rolls back (a panic is re-raised afterwards).
+// Retryable failures — deadlock victims and serialization failures, and
+// with Options.RetryLockNotAvailable also NOWAIT conflicts — run the whole
+// transaction again under a retry.Policy, so fn may run more than once. A
+// COMMIT whose answer was lost (connection failure) is reported as
+// *AmbiguousCommitError and never retried.
+//
+// # Lock clauses
+//
+// A Lock is a Strength (ForUpdate, ForNoKeyUpdate, ForShare) and a
+// WaitPolicy (Wait, NoWait, SkipLocked, WaitTimeout with Lock.Timeout).
+// Lock.Postgres and Lock.MySQL render the clause; LockRows renders it,
+// quotes the table and column, binds the keys, and locks rows in key order.
+// Dialect differences: MySQL/MariaDB have no FOR NO KEY UPDATE, so it is
+// taken as FOR UPDATE (stronger, still correct); their shared lock is
+// LOCK IN SHARE MODE; WaitTimeout is MariaDB's WAIT n in whole seconds
+// rounded up, and on PostgreSQL a lock_timeout set around the statement.
+//
+// # Errors
+//
+// Driver errors are classified by SQLSTATE and server error number and
+// wrapped, so both the sentinel and the driver error match errors.Is /
+// errors.As:
+//
+//	ErrLockNotAvailable  PG 55P03 under NOWAIT, MySQL 3572, MariaDB 1205 under NOWAIT,
+//	                     pg_try_advisory_* returning false
+//	ErrLockTimeout       PG 55P03 under lock_timeout, MySQL/MariaDB 1205 otherwise,
+//	                     and a lock wait cut short by the caller's context
+//	ErrDeadlock          PG 40P01, MySQL/MariaDB 1213 (retryable)
+//	ErrSerialization     PG 40001 (retryable)
+//	ErrInvalidArgument   bad input: identifiers, nil handles, negative timeouts, n <= 0
+//
+// MariaDB reports NOWAIT with 1205, the lock-wait-timeout number, so only
+// code that knows the statement's wait policy (LockRowsMySQL, Lock.MapError)
+// can tell ErrLockNotAvailable from ErrLockTimeout; InTxMySQL alone maps
+// 1205 to ErrLockTimeout.
+//
+// Cancellation: when ctx ends while a helper of this package waits for a
+// lock (LockRows, AdvisoryLock, AdvisoryXactLock, or a statement whose
+// error goes through Lock.MapError), the error is
+// errors.Join(ErrLockTimeout, ctx.Err(), …): the wait ended without the
+// lock, and errors.Is(err, context.Canceled) (or DeadlineExceeded) holds
+// too. Both drivers return at once; pgx and go-sql-driver/mysql close the
+// connection, and the server ends the abandoned wait on its own.
 package pessimistic

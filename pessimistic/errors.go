@@ -70,6 +70,7 @@ type AmbiguousCommitError struct {
 	Err error // the error COMMIT returned
 }
 
+// Error says the commit outcome is unknown and why.
 func (e *AmbiguousCommitError) Error() string {
 	return "pessimistic: commit outcome unknown: " + e.Err.Error()
 }

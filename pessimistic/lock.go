@@ -25,6 +25,7 @@ const (
 	ForShare
 )
 
+// String returns the PostgreSQL spelling of the strength, e.g. "FOR UPDATE".
 func (s Strength) String() string {
 	switch s {
 	case ForUpdate:
@@ -62,6 +63,7 @@ const (
 // unknownWait marks errors from statements whose wait policy is not known.
 const unknownWait WaitPolicy = 255
 
+// String returns the policy's Go name, e.g. "NoWait".
 func (w WaitPolicy) String() string {
 	switch w {
 	case Wait:
