@@ -96,8 +96,8 @@ func TestLostUpdate(t *testing.T) {
 			)
 			policy := retry.Policy{
 				MaxAttempts: 10_000,
-				BaseDelay:   10 * time.Millisecond,
-				MaxDelay:    250 * time.Millisecond,
+				BaseDelay:   50 * time.Millisecond,
+				MaxDelay:    2000 * time.Millisecond,
 				OnRetry:     func(int, error, time.Duration) { retries.Add(1) },
 			}
 			for i := range workers {
