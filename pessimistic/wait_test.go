@@ -157,3 +157,83 @@ func TestLockModesMariaDB(t *testing.T) {
 		})
 	}
 }
+
+// TestStrengthsPostgres: FOR NO KEY UPDATE coexists with FOR KEY SHARE (a
+// foreign-key check) where FOR UPDATE does not; two FOR SHARE coexist.
+func TestStrengthsPostgres(t *testing.T) {
+	pool := pgPool(t, 4)
+	ctx := t.Context()
+	if _, err := pool.Exec(ctx, "INSERT INTO inventory (id, sku, stock) VALUES (1, 'a', 1), (2, 'b', 1)"); err != nil {
+		t.Fatal(err)
+	}
+	holder, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback(context.WithoutCancel(ctx))
+	if _, err := holder.Exec(ctx, "SELECT id FROM inventory WHERE id = 1 FOR KEY SHARE"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pessimistic.LockRows(ctx, holder, "inventory", "id", []int64{2}, pessimistic.Lock{Strength: pessimistic.ForShare}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		lock    pessimistic.Lock
+		key     int64
+		wantErr error
+	}{
+		{"NoKeyUpdate vs KeyShare", pessimistic.Lock{Strength: pessimistic.ForNoKeyUpdate, Wait: pessimistic.NoWait}, 1, nil},
+		{"Update vs KeyShare", pessimistic.Lock{Wait: pessimistic.NoWait}, 1, pessimistic.ErrLockNotAvailable},
+		{"Share vs Share", pessimistic.Lock{Strength: pessimistic.ForShare, Wait: pessimistic.NoWait}, 2, nil},
+		{"NoKeyUpdate vs Share", pessimistic.Lock{Strength: pessimistic.ForNoKeyUpdate, Wait: pessimistic.NoWait}, 2, pessimistic.ErrLockNotAvailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := pessimistic.InTx(ctx, pool, &pessimistic.Options{Retry: once}, func(ctx context.Context, tx pgx.Tx) error {
+				_, err := pessimistic.LockRows(ctx, tx, "inventory", "id", []int64{tc.key}, tc.lock)
+				return err
+			})
+			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil && err != nil) {
+				t.Fatalf("err = %v, want %v", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// TestShareMariaDB: two LOCK IN SHARE MODE coexist; FOR UPDATE against a
+// shared lock fails under NOWAIT.
+func TestShareMariaDB(t *testing.T) {
+	db := myDB(t, 4)
+	ctx := t.Context()
+	if _, err := db.ExecContext(ctx, "INSERT INTO inventory (id, sku, stock) VALUES (1, 'a', 1)"); err != nil {
+		t.Fatal(err)
+	}
+	holder, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback()
+	share := pessimistic.Lock{Strength: pessimistic.ForShare, Wait: pessimistic.NoWait}
+	if _, err := pessimistic.LockRowsMySQL(ctx, holder, "inventory", "id", []int64{1}, share); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		lock    pessimistic.Lock
+		wantErr error
+	}{
+		{"Share vs Share", share, nil},
+		{"Update vs Share", pessimistic.Lock{Wait: pessimistic.NoWait}, pessimistic.ErrLockNotAvailable},
+		{"NoKeyUpdate (= Update) vs Share", pessimistic.Lock{Strength: pessimistic.ForNoKeyUpdate, Wait: pessimistic.NoWait}, pessimistic.ErrLockNotAvailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := pessimistic.InTxMySQL(ctx, db, &pessimistic.Options{Retry: once}, func(ctx context.Context, tx *sql.Tx) error {
+				_, err := pessimistic.LockRowsMySQL(ctx, tx, "inventory", "id", []int64{1}, tc.lock)
+				return err
+			})
+			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil && err != nil) {
+				t.Fatalf("err = %v, want %v", err, tc.wantErr)
+			}
+		})
+	}
+}
