@@ -69,7 +69,7 @@ func TestCancelWhileLockedPostgres(t *testing.T) {
 	t.Parallel()
 	pool := pgPool(t)
 	ctx := t.Context()
-	if _, err := pool.Exec(ctx, "INSERT INTO inventory (id, stock) VALUES (1, 5)"); err != nil {
+	if _, err := pool.Exec(ctx, "INSERT INTO inventory (id, sku, stock) VALUES (1, 'sku-1', 5)"); err != nil {
 		t.Fatal(err)
 	}
 	holder, err := pool.Begin(ctx)
@@ -107,7 +107,7 @@ func TestCancelWhileLockedMariaDB(t *testing.T) {
 	t.Parallel()
 	db := myDB(t)
 	ctx := t.Context()
-	if _, err := db.ExecContext(ctx, "INSERT INTO inventory (id, stock) VALUES (1, 5)"); err != nil {
+	if _, err := db.ExecContext(ctx, "INSERT INTO inventory (id, sku, stock) VALUES (1, 'sku-1', 5)"); err != nil {
 		t.Fatal(err)
 	}
 	holder, err := db.BeginTx(ctx, nil)
