@@ -45,6 +45,12 @@ SELECT (SELECT %[3]s FROM upd), EXISTS (SELECT 1 FROM %[1]s WHERE %[2]s = $1)`
 // provided its version is expectedVersion, in one statement and one round
 // trip. It returns the new version (expectedVersion+1).
 //
+// A CAS that waits on a row locked by another writer re-checks the newest
+// row version once the lock is released (READ COMMITTED), so it never
+// overwrites a change it did not see. If that writer deleted the row, the
+// result is ErrConflict (the row existed when the statement began); the
+// caller's re-read then finds it gone.
+//
 // Errors: ErrConflict if the row exists with another version; ErrNotFound
 // (also matching sql.ErrNoRows) if no row has the key; ErrInvalidArgument,
 // before any I/O, for a nil db, an invalid Table or column name, a set that
