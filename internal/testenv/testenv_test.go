@@ -1,0 +1,421 @@
+package testenv_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/go-zookeeper/zk"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/concurkit/concurkit/internal/testenv"
+)
+
+func currentSchema(t *testing.T, db interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}) string {
+	t.Helper()
+	var s string
+	if err := db.QueryRow(t.Context(), "SELECT current_schema()").Scan(&s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestPostgres(t *testing.T) {
+	t.Parallel()
+	a, b := testenv.Postgres(t), testenv.Postgres(t)
+	sa, sb := currentSchema(t, a), currentSchema(t, b)
+	if !strings.HasPrefix(sa, "ck_") || !strings.HasPrefix(sb, "ck_") || sa == sb {
+		t.Fatalf("schemas %q and %q: want two distinct ck_ schemas", sa, sb)
+	}
+	if _, err := a.Exec(t.Context(), "CREATE TABLE items (id int PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	var reg *string
+	if err := b.QueryRow(t.Context(), "SELECT to_regclass('items')::text").Scan(&reg); err != nil {
+		t.Fatal(err)
+	}
+	if reg != nil {
+		t.Fatalf("table of schema %s visible from %s as %s", sa, sb, *reg)
+	}
+	if got := a.Config().MaxConns; got < 80 {
+		t.Fatalf("MaxConns = %d, want >= 80", got)
+	}
+	// 64 goroutines' worth of connections held at once.
+	conns := make([]*pgxpool.Conn, 0, 64)
+	for range 64 {
+		c, err := a.Acquire(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	for _, c := range conns {
+		if s := currentSchema(t, c); s != sa {
+			t.Fatalf("connection in schema %s, want %s", s, sa)
+		}
+		c.Release()
+	}
+}
+
+func TestPostgresURLAndPoolFor(t *testing.T) {
+	t.Parallel()
+	url := testenv.PostgresURL(t)
+	p1, p2 := testenv.PostgresPoolFor(t, url), testenv.PostgresPoolFor(t, url)
+	conn := testenv.PostgresConn(t, url)
+	s := currentSchema(t, p1)
+	if !strings.HasPrefix(s, "ck_") || currentSchema(t, p2) != s || currentSchema(t, conn) != s {
+		t.Fatalf("schemas %s / %s / %s: want one ck_ schema", s, currentSchema(t, p2), currentSchema(t, conn))
+	}
+	if _, err := p1.Exec(t.Context(), "CREATE TABLE items (id int); INSERT INTO items VALUES (7)"); err != nil {
+		t.Fatal(err)
+	}
+	var id int
+	if err := conn.QueryRow(t.Context(), "SELECT id FROM items").Scan(&id); err != nil || id != 7 {
+		t.Fatalf("second connection reads %d, %v; want 7", id, err)
+	}
+}
+
+func TestPostgresSchemaDroppedAtCleanup(t *testing.T) {
+	t.Parallel()
+	var schema string
+	t.Run("inner", func(t *testing.T) {
+		pool := testenv.Postgres(t)
+		schema = currentSchema(t, pool)
+		if _, err := pool.Exec(t.Context(), "CREATE TABLE items (id int)"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	conn := testenv.PostgresConn(t, testenv.PostgresServerURL(t))
+	var n int
+	if err := conn.QueryRow(t.Context(), "SELECT count(*) FROM pg_namespace WHERE nspname = $1", schema).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if schema == "" || n != 0 {
+		t.Fatalf("schema %q: %d left after cleanup, want 0", schema, n)
+	}
+}
+
+func TestMySQL(t *testing.T) {
+	t.Parallel()
+	var dbname string
+	t.Run("inner", func(t *testing.T) {
+		a, b := testenv.MySQL(t), testenv.MySQL(t)
+		var na, nb string
+		if err := a.QueryRowContext(t.Context(), "SELECT DATABASE()").Scan(&na); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.QueryRowContext(t.Context(), "SELECT DATABASE()").Scan(&nb); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(na, "ck_") || !strings.HasPrefix(nb, "ck_") || na == nb {
+			t.Fatalf("databases %q and %q: want two distinct ck_ databases", na, nb)
+		}
+		dbname = na
+		// multiStatements=true
+		if _, err := a.ExecContext(t.Context(), "CREATE TABLE items (id INT PRIMARY KEY, at DATETIME(6)); INSERT INTO items VALUES (1, NOW(6))"); err != nil {
+			t.Fatal(err)
+		}
+		// parseTime=true
+		var at time.Time
+		if err := a.QueryRowContext(t.Context(), "SELECT at FROM items WHERE id = 1").Scan(&at); err != nil {
+			t.Fatal(err)
+		}
+		if at.IsZero() {
+			t.Fatal("zero DATETIME")
+		}
+		var n int
+		if err := b.QueryRowContext(t.Context(), "SELECT count(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = 'items'").Scan(&n); err != nil || n != 0 {
+			t.Fatalf("table visible from the other database: %d, %v", n, err)
+		}
+		if got := a.Stats().MaxOpenConnections; got != testenv.MySQLMaxOpenConns {
+			t.Fatalf("MaxOpenConnections = %d, want %d", got, testenv.MySQLMaxOpenConns)
+		}
+		// A second, independent handle on the same database.
+		dsn := testenv.MySQLDSN(t)
+		c1, c2 := testenv.MySQLFor(t, dsn), testenv.MySQLFor(t, dsn)
+		if _, err := c1.ExecContext(t.Context(), "CREATE TABLE x (id INT)"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c2.ExecContext(t.Context(), "INSERT INTO x VALUES (1)"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	db := testenv.MySQLFor(t, testenv.MySQLServerDSN(t))
+	var n int
+	if err := db.QueryRowContext(t.Context(), "SELECT count(*) FROM information_schema.schemata WHERE schema_name = ?", dbname).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if dbname == "" || n != 0 {
+		t.Fatalf("database %q: %d left after cleanup, want 0", dbname, n)
+	}
+}
+
+func TestRedis(t *testing.T) {
+	t.Parallel()
+	var key string
+	t.Run("inner", func(t *testing.T) {
+		c, p1 := testenv.Redis(t)
+		_, p2 := testenv.Redis(t)
+		if p1 == p2 || p1 == "" {
+			t.Fatalf("prefixes %q and %q", p1, p2)
+		}
+		key = p1 + "k"
+		if err := c.Set(t.Context(), key, "v", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	c := testenv.RedisClient(t, testenv.RedisAddr(t), "")
+	if n, err := c.Exists(t.Context(), key).Result(); err != nil || n != 0 {
+		t.Fatalf("key %s: exists=%d err=%v after cleanup, want 0", key, n, err)
+	}
+}
+
+func TestRedlock(t *testing.T) {
+	t.Parallel()
+	cs, prefix := testenv.Redlock(t)
+	if len(cs) != 5 {
+		t.Fatalf("%d clients, want 5", len(cs))
+	}
+	ids := map[string]bool{}
+	for _, c := range cs {
+		if err := c.Set(t.Context(), prefix+"k", "v", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		info, err := c.Info(t.Context(), "server").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(info, "\n") {
+			if id, ok := strings.CutPrefix(strings.TrimSpace(l), "run_id:"); ok {
+				ids[id] = true
+			}
+		}
+	}
+	if len(ids) != 5 {
+		t.Fatalf("%d distinct servers, want 5 independent masters", len(ids))
+	}
+}
+
+func testZooKeeper(t *testing.T, get func(testing.TB) ([]string, string)) {
+	var addrs []string
+	var root string
+	t.Run("inner", func(t *testing.T) {
+		var root2 string
+		addrs, root = get(t)
+		_, root2 = get(t)
+		if root == root2 || !strings.HasPrefix(root, "/ck_") {
+			t.Fatalf("roots %q and %q", root, root2)
+		}
+		c := testenv.ZooKeeperConn(t, addrs)
+		if _, err := c.Create(root+"/child", nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Create(root+"/child/eph", nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatal(err)
+		}
+	})
+	c := testenv.ZooKeeperConn(t, addrs)
+	if ok, _, err := c.Exists(root); err != nil || ok {
+		t.Fatalf("znode %s exists=%v err=%v after cleanup, want gone", root, ok, err)
+	}
+}
+
+func TestZooKeeper(t *testing.T) {
+	t.Parallel()
+	testZooKeeper(t, testenv.ZooKeeper)
+}
+
+func TestZooKeeperEnsemble(t *testing.T) {
+	t.Parallel()
+	testZooKeeper(t, func(t testing.TB) ([]string, string) {
+		addrs, root := testenv.ZooKeeperEnsemble(t)
+		if len(addrs) != 3 {
+			t.Fatalf("%d addrs, want 3", len(addrs))
+		}
+		return addrs, root
+	})
+}
+
+func testEtcd(t *testing.T, get func(testing.TB) (*clientv3.Client, []string, string)) {
+	var eps []string
+	var key string
+	t.Run("inner", func(t *testing.T) {
+		c, e, p1 := get(t)
+		_, _, p2 := get(t)
+		eps = e
+		if p1 == p2 || !strings.HasPrefix(p1, "/ck_") {
+			t.Fatalf("prefixes %q and %q", p1, p2)
+		}
+		key = p1 + "k"
+		if _, err := c.Put(t.Context(), key, "v"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	c := testenv.EtcdClient(t, eps, "")
+	resp, err := c.Get(t.Context(), key)
+	if err != nil || resp.Count != 0 {
+		t.Fatalf("key %s after cleanup: %v, %v; want gone", key, resp, err)
+	}
+}
+
+func TestEtcd(t *testing.T) {
+	t.Parallel()
+	testEtcd(t, func(t testing.TB) (*clientv3.Client, []string, string) {
+		c, p := testenv.Etcd(t)
+		return c, c.Endpoints(), p
+	})
+}
+
+func TestEtcdCluster(t *testing.T) {
+	t.Parallel()
+	testEtcd(t, func(t testing.TB) (*clientv3.Client, []string, string) {
+		c, eps, p := testenv.EtcdCluster(t)
+		m, err := c.MemberList(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(m.Members) != 3 || len(eps) != 3 {
+			t.Fatalf("%d members, %d endpoints; want 3 and 3", len(m.Members), len(eps))
+		}
+		return c, eps, p
+	})
+}
+
+func TestDynamoDB(t *testing.T) {
+	t.Parallel()
+	var table string
+	t.Run("inner", func(t *testing.T) {
+		c, p1 := testenv.DynamoDB(t)
+		var p2 string
+		_, p2 = testenv.DynamoDB(t)
+		if p1 == p2 || !strings.HasPrefix(p1, "ck_") {
+			t.Fatalf("prefixes %q and %q", p1, p2)
+		}
+		table = p1 + "items"
+		_, err := c.CreateTable(t.Context(), &dynamodb.CreateTableInput{
+			TableName:            aws.String(table),
+			AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS}},
+			KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash}},
+			BillingMode:          types.BillingModePayPerRequest,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+	c := testenv.DynamoDBClient(t, testenv.DynamoDBEndpoint(t))
+	_, err := c.DescribeTable(t.Context(), &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+	var nf *types.ResourceNotFoundException
+	if !errors.As(err, &nf) {
+		t.Fatalf("table %s after cleanup: err = %v, want ResourceNotFoundException", table, err)
+	}
+}
+
+func TestStartRedis(t *testing.T) {
+	t.Parallel()
+	procs := testenv.StartRedis(t, 2)
+	if len(procs) != 2 || procs[0].Addr == procs[1].Addr {
+		t.Fatalf("procs %v", testenv.Addrs(procs))
+	}
+	p := procs[0]
+	c := testenv.RedisClient(t, p.Addr, "")
+	if err := c.Set(t.Context(), "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	p.Kill(t)
+	if p.Running() {
+		t.Fatal("running after Kill")
+	}
+	if err := c.Ping(t.Context()).Err(); err == nil {
+		t.Fatal("ping succeeded on a killed server")
+	}
+	p.Start(t)
+	if !p.Running() {
+		t.Fatal("not running after Start")
+	}
+	if n, err := c.Exists(t.Context(), "k").Result(); err != nil || n != 0 {
+		t.Fatalf("after restart: exists=%d err=%v; want an empty server", n, err)
+	}
+	if err := testenv.RedisClient(t, procs[1].Addr, "").Ping(t.Context()).Err(); err != nil {
+		t.Fatalf("the other server: %v", err)
+	}
+}
+
+func TestStartEtcdCluster(t *testing.T) {
+	t.Parallel()
+	procs := testenv.StartEtcdCluster(t, 3)
+	c := testenv.EtcdClient(t, testenv.Addrs(procs), "")
+	m, err := c.MemberList(t.Context())
+	if err != nil || len(m.Members) != 3 {
+		t.Fatalf("members %v, %v; want 3", m, err)
+	}
+	if _, err := c.Put(t.Context(), "k", "1"); err != nil {
+		t.Fatal(err)
+	}
+	procs[0].Kill(t)
+	// The two others keep a quorum: once they agree on a leader, a write
+	// succeeds.
+	testenv.WaitEtcdLeader(t, procs)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if _, err := c.Put(ctx, "k", "2"); err != nil {
+		t.Fatal(err)
+	}
+	procs[0].Start(t)
+	one := testenv.EtcdClient(t, []string{procs[0].Addr}, "")
+	// A linearizable read on the restarted member sees the write it missed.
+	resp, err := one.Get(ctx, "k")
+	if err != nil || resp.Count != 1 || string(resp.Kvs[0].Value) != "2" {
+		t.Fatalf("restarted member reads %v, %v; want k=2", resp, err)
+	}
+}
+
+func TestStartZooKeeperEnsemble(t *testing.T) {
+	t.Parallel()
+	procs := testenv.StartZooKeeperEnsemble(t, 3)
+	c := testenv.ZooKeeperConn(t, testenv.Addrs(procs))
+	if _, err := c.Create("/a", []byte("1"), 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	procs[2].Kill(t)
+	if procs[2].Running() {
+		t.Fatal("running after Kill")
+	}
+	procs[2].Start(t)
+	only := testenv.ZooKeeperConn(t, []string{procs[2].Addr})
+	if _, err := only.Sync("/a"); err != nil {
+		t.Fatal(err)
+	}
+	data, _, err := only.Get("/a")
+	if err != nil || string(data) != "1" {
+		t.Fatalf("restarted node reads %q, %v; want 1", data, err)
+	}
+}
+
+func TestStartZooKeeperStandalone(t *testing.T) {
+	t.Parallel()
+	procs := testenv.StartZooKeeperEnsemble(t, 1)
+	c := testenv.ZooKeeperConn(t, testenv.Addrs(procs))
+	if _, err := c.Create("/a", nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestName(t *testing.T) {
+	seen := map[string]bool{}
+	for range 1000 {
+		n := testenv.Name("ck_")
+		if len(n) != 19 || seen[n] || strings.ToLower(n) != n {
+			t.Fatalf("Name = %q (seen %v)", n, seen[n])
+		}
+		seen[n] = true
+	}
+}
