@@ -7,13 +7,14 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/concurkit/concurkit/distlock/zookeeper"
+	"github.com/concurkit/concurkit/internal/testenv"
 )
 
 // BenchmarkAcquireRelease measures one uncontended acquire+release round
 // (create, children, exists, delete: 4 round trips) on one session and
 // reports the median and p99 latency.
 func BenchmarkAcquireRelease(b *testing.B) {
-	servers, root := zkStandalone(b)
+	servers, root := testenv.ZooKeeper(b)
 	l, err := zookeeper.New(servers, &zookeeper.Config{Root: root})
 	if err != nil {
 		b.Fatal(err)

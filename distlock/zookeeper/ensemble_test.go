@@ -15,6 +15,7 @@ import (
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/zookeeper"
 	"github.com/concurkit/concurkit/fenced"
+	"github.com/concurkit/concurkit/internal/testenv"
 )
 
 // zkMode asks a server for its role with the srvr four-letter word:
@@ -44,13 +45,10 @@ func zkMode(addr string) string {
 // must accept writes only in token order, and no two holders may ever be
 // inside a section with accepted writes at the same time.
 func TestEnsembleLeaderKill(t *testing.T) {
-	procs := startZooKeeperEnsemble(t, 3)
-	var servers []string
-	for _, p := range procs {
-		servers = append(servers, p.Addr)
-	}
-	db, schema := pgTable(t)
-	guard := fenced.Guard{Schema: schema, Table: "fence"}
+	procs := testenv.StartZooKeeperEnsemble(t, 3)
+	servers := testenv.Addrs(procs)
+	db := fenceTable(t)
+	guard := fenced.Guard{Table: "fence"}
 
 	var (
 		holder          atomic.Int32 // worker inside a section with an accepted write
