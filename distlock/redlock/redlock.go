@@ -34,8 +34,8 @@ const FenceKeySuffix = ":fence"
 const (
 	DefaultNodeTimeout = 50 * time.Millisecond
 	DefaultDriftFactor = 0.01
-	DefaultRetryMin    = time.Millisecond
-	DefaultRetryMax    = 50 * time.Millisecond
+	DefaultRetryMin    = 5 * time.Millisecond
+	DefaultRetryMax    = 100 * time.Millisecond
 	DefaultFenceTTL    = 24 * time.Hour
 )
 
@@ -67,7 +67,9 @@ type Config struct {
 	// RetryMin and RetryMax bound the full-jitter backoff between the
 	// attempts of Acquire: after the n-th failed attempt it waits a random
 	// time in [0, min(RetryMax, RetryMin·2^(n-1))]. Zero means
-	// DefaultRetryMin and DefaultRetryMax.
+	// DefaultRetryMin and DefaultRetryMax, wider than a single server's:
+	// an attempt costs a request per master, and waiters that retry too
+	// close together split the masters' votes so that nobody wins.
 	RetryMin, RetryMax time.Duration
 	// FenceTTL is how long each master's fence key (the highest token that
 	// acquired a lock key) outlives the last acquisition. Zero means
