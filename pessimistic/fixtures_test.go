@@ -4,10 +4,13 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"os"
 	"testing"
 
 	_ "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/concurkit/concurkit/internal/testenv"
 )
 
 // Example tables (CORE.md), created in each test's isolated schema.
@@ -26,7 +29,7 @@ CREATE TABLE jobs (id BIGINT AUTO_INCREMENT PRIMARY KEY, payload TEXT NOT NULL, 
 // holding the example tables.
 func pgPool(t testing.TB, maxConns int32) *pgxpool.Pool {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(pgURLForTest(t))
+	cfg, err := pgxpool.ParseConfig(testenv.PostgresURL(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +49,7 @@ func pgPool(t testing.TB, maxConns int32) *pgxpool.Pool {
 // holding the example tables.
 func myDB(t testing.TB, maxConns int) *sql.DB {
 	t.Helper()
-	db, err := sql.Open("mysql", myDSNForTest(t))
+	db, err := sql.Open("mysql", testenv.MySQLDSN(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,3 +64,12 @@ func myDB(t testing.TB, maxConns int) *sql.DB {
 
 // errSoldOut is what a buyer's closure returns when the stock is gone.
 var errSoldOut = errors.New("sold out")
+
+// envOr returns the environment variable k, or d when it is unset. The
+// Examples use it to find the script's servers without internal/testenv.
+func envOr(k, d string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return d
+}
