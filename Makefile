@@ -1,0 +1,62 @@
+# concurkit — build, test and benchmark against real servers on loopback.
+#
+#   make services   start every test server (scripts/services.sh up, fast profile)
+#   make test       services, go vet, gofmt, go test -race, short fuzz runs
+#   make bench      servers with durable settings, then the contention benchmarks
+#   make down       stop the servers started by scripts/services.sh
+#
+# Works from a fresh clone with only Go installed: scripts/services.sh installs
+# the servers (apt, npm) on first use. Every phase prints its duration.
+
+SHELL := /usr/bin/env
+.SHELLFLAGS := bash -euo pipefail -c
+
+GO           ?= go
+SERVICES     := scripts/services.sh
+TIMED        := scripts/timed.sh
+TEST_TIMEOUT ?= 12m
+FUZZTIME     ?= 10s
+# Fuzz targets run by `make test`, as pkg/path:FuzzName (space separated).
+FUZZ         ?=
+
+# Load the servers' endpoints (CONCURKIT_*) into the recipe's shell.
+WITH_ENV := eval "$$($(SERVICES) env)";
+
+.PHONY: services test vet fmt-check unit fuzz bench down
+
+services:
+	@$(TIMED) "services up" $(SERVICES) up --profile fast
+
+FMT_CHECK := out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+
+FUZZ_RUN := for f in $(FUZZ); do \
+		pkg=$${f%%:*}; name=$${f\#\#*:}; \
+		grep -qs "^func $$name(" ./$$pkg/*_test.go || { echo "FUZZ: no $$name in ./$$pkg"; exit 1; }; \
+		$(TIMED) "fuzz $$pkg $$name" $(GO) test -run='^$$' -fuzz="^$${name}$$" -fuzztime=$(FUZZTIME) ./$$pkg; \
+	done
+
+test: services
+	@$(WITH_ENV) \
+	$(TIMED) "go vet" $(GO) vet ./...; \
+	$(TIMED) "gofmt -l" bash -c '$(FMT_CHECK)'; \
+	$(TIMED) "go test -race" $(GO) test -race -timeout $(TEST_TIMEOUT) ./...; \
+	$(FUZZ_RUN)
+
+vet:
+	@$(GO) vet ./...
+
+fmt-check:
+	@$(FMT_CHECK)
+
+unit: services
+	@$(WITH_ENV) $(GO) test -race -timeout $(TEST_TIMEOUT) ./...
+
+fuzz: services
+	@$(WITH_ENV) $(FUZZ_RUN)
+
+bench:
+	@$(TIMED) "services up (durable)" $(SERVICES) up --profile durable
+	@$(WITH_ENV) $(TIMED) "bench" $(GO) run ./cmd/concurkit bench
+
+down:
+	@$(SERVICES) down
