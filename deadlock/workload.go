@@ -125,7 +125,7 @@ func (w Workload) Generate() ([]Txn, error) {
 		t := &txns[i]
 		t.ID = TxnID(i + 1)
 		t.Arrival = Time(at)
-		t.Ops = ops[:0:w.Length*step]
+		t.Ops = ops[: 0 : w.Length*step]
 		ops = ops[w.Length*step:]
 		for j := 0; j < w.Length; j++ {
 			if j > 0 && w.ThinkTime > 0 {
