@@ -2,7 +2,6 @@ package optimistic_test
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"testing"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/concurkit/concurkit/internal/testenv"
 	"github.com/concurkit/concurkit/optimistic"
 )
 
@@ -157,16 +157,12 @@ func TestCancelWhileLockedMariaDB(t *testing.T) {
 // affected-rows semantics that the clientFoundRows DSN option changes.
 func TestUpdateClientFoundRows(t *testing.T) {
 	t.Parallel()
-	cfg, err := mysql.ParseDSN(teMySQLDSN(t))
+	cfg, err := mysql.ParseDSN(testenv.MySQLDSN(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.ClientFoundRows = true
-	db, err := sql.Open("mysql", cfg.FormatDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := testenv.MySQLFor(t, cfg.FormatDSN())
 	if _, err := db.ExecContext(t.Context(), myInventory); err != nil {
 		t.Fatal(err)
 	}

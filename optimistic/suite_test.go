@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/concurkit/concurkit/internal/testenv"
 	"github.com/concurkit/concurkit/optimistic"
 	"github.com/concurkit/concurkit/retry"
 )
@@ -72,19 +73,11 @@ func extraVals(table string) string {
 	return ""
 }
 
-// pgPool opens a pool with room for one connection per worker.
+// pgPool returns a pool on an isolated schema (testenv: MaxConns 100, room
+// for one connection per worker) with CORE.md's example tables.
 func pgPool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(tePostgresURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = maxWorkers + 4
-	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := testenv.Postgres(t)
 	if _, err := pool.Exec(t.Context(), pgDDL); err != nil {
 		t.Fatal(err)
 	}
@@ -128,11 +121,11 @@ func pgStore(pool *pgxpool.Pool, table, col string) *store {
 	return mk(pool)
 }
 
+// myDB returns a *sql.DB on an isolated database (testenv: 100 open
+// connections) with CORE.md's example tables.
 func myDB(t testing.TB) *sql.DB {
 	t.Helper()
-	db := teMySQL(t)
-	db.SetMaxOpenConns(maxWorkers + 4)
-	db.SetMaxIdleConns(maxWorkers + 4)
+	db := testenv.MySQL(t)
 	for _, ddl := range []string{myInventory, myCounters} {
 		if _, err := db.ExecContext(t.Context(), ddl); err != nil {
 			t.Fatal(err)
@@ -180,7 +173,7 @@ func myStore(pool *sql.DB, table, col string) *store {
 
 func openDynamoDB(t testing.TB, table, col string) *store {
 	t.Helper()
-	client, prefix := teDynamoDB(t)
+	client, prefix := testenv.DynamoDB(t)
 	name := prefix + table
 	ctx := t.Context()
 	_, err := client.CreateTable(ctx, &dynamodb.CreateTableInput{
@@ -189,12 +182,9 @@ func openDynamoDB(t testing.TB, table, col string) *store {
 		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: types.KeyTypeHash}},
 		BillingMode:          types.BillingModePayPerRequest,
 	})
-	if err != nil {
+	if err != nil { // testenv deletes the prefix's tables at cleanup
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		client.DeleteTable(context.WithoutCancel(ctx), &dynamodb.DeleteTableInput{TableName: aws.String(name)})
-	})
 	tbl := optimistic.Table{Name: name, Key: "id", Version: "version"}
 	n := func(v int64) types.AttributeValue {
 		return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}

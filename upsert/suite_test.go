@@ -15,6 +15,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/concurkit/concurkit/internal/testenv"
 	"github.com/concurkit/concurkit/upsert"
 )
 
@@ -63,18 +64,11 @@ var backends = []backend{
 	{"dynamodb", openDynamoDB},
 }
 
+// pgPool returns a pool on an isolated schema (testenv: MaxConns 100, room
+// for one connection per worker) holding the profiles table.
 func pgPool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(tePostgresURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = maxWorkers + 4
-	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := testenv.Postgres(t)
 	if _, err := pool.Exec(t.Context(), pgDDL); err != nil {
 		t.Fatal(err)
 	}
@@ -111,20 +105,17 @@ func openPostgres(t testing.TB) *store {
 	return mk(pool)
 }
 
+// myDB returns a *sql.DB (testenv: 100 open connections) on an isolated
+// database holding the profiles table, with the driver's clientFoundRows
+// option as asked.
 func myDB(t testing.TB, foundRows bool) *sql.DB {
 	t.Helper()
-	cfg, err := mysql.ParseDSN(teMySQLDSN(t))
+	cfg, err := mysql.ParseDSN(testenv.MySQLDSN(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.ClientFoundRows = foundRows
-	db, err := sql.Open("mysql", cfg.FormatDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	db.SetMaxOpenConns(maxWorkers + 4)
-	db.SetMaxIdleConns(maxWorkers + 4)
+	db := testenv.MySQLFor(t, cfg.FormatDSN())
 	if _, err := db.ExecContext(t.Context(), myDDL); err != nil {
 		t.Fatal(err)
 	}
@@ -170,12 +161,9 @@ func createDynamoTable(t testing.TB, client *dynamodb.Client, name string) {
 		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: types.KeyTypeHash}},
 		BillingMode:          types.BillingModePayPerRequest,
 	})
-	if err != nil {
+	if err != nil { // testenv deletes the prefix's tables at cleanup
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		client.DeleteTable(context.WithoutCancel(ctx), &dynamodb.DeleteTableInput{TableName: aws.String(name)})
-	})
 }
 
 func fromItem(item map[string]types.AttributeValue) (profile, error) {
@@ -199,7 +187,7 @@ func fromItem(item map[string]types.AttributeValue) (profile, error) {
 }
 
 func openDynamoDB(t testing.TB) *store {
-	client, prefix := teDynamoDB(t)
+	client, prefix := testenv.DynamoDB(t)
 	dt := upsert.Table{Name: prefix + "profiles", Key: "id"}
 	createDynamoTable(t, client, dt.Name)
 	conv := func(item map[string]types.AttributeValue, created bool, err error) (profile, bool, error) {
