@@ -5,7 +5,6 @@ import (
 	"net"
 	"net/url"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -47,7 +46,7 @@ func Postgres(t testing.TB) *pgxpool.Pool {
 
 // PostgresURL creates a fresh schema ck_<random>, dropped (CASCADE) at cleanup,
 // and returns a URL whose connections use it: the server URL plus
-// options=-c search_path=<schema>. Any client that passes libpq's "options" to
+// options=-csearch_path=<schema>. Any client that passes libpq's "options" to
 // the server (pgx, pgxpool, golang-migrate's pgx5 driver) lands in the schema.
 func PostgresURL(t testing.TB) string {
 	t.Helper()
@@ -74,9 +73,10 @@ func PostgresURL(t testing.TB) string {
 		t.Fatalf("testenv: parse %s: %v", base, err)
 	}
 	q := u.Query()
-	q.Set("options", "-c search_path="+schema)
-	// %20, not "+": pgx unescapes URL parameters as paths, not as forms.
-	u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20")
+	// No space in the value: pgx does not decode "+" in URL parameters, and
+	// tools (golang-migrate) re-encode a space as "+".
+	q.Set("options", "-csearch_path="+schema)
+	u.RawQuery = q.Encode()
 	return u.String()
 }
 
