@@ -7,13 +7,14 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/concurkit/concurkit/distlock/etcd"
+	"github.com/concurkit/concurkit/internal/testenv"
 )
 
 // BenchmarkAcquireRelease measures one uncontended acquire+release round
 // (grant, put+read txn, revoke: 3 round trips) and
 // reports the median and p99 latency.
 func BenchmarkAcquireRelease(b *testing.B) {
-	c, prefix := etcdSingle(b)
+	c, prefix := testenv.Etcd(b)
 	l, err := etcd.New(c, &etcd.Config{Prefix: prefix})
 	if err != nil {
 		b.Fatal(err)

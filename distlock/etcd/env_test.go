@@ -2,29 +2,22 @@ package etcd_test
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"strings"
 	"testing"
-	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/concurkit/concurkit/internal/testenv"
 )
 
-// etcdSingle is a stand-in for testenv.Etcd until it lands.
-func etcdSingle(t testing.TB) (*clientv3.Client, string) {
+// fenceTable creates the fenced table (id, value, max_seen_token) in a
+// fresh schema and returns the pool using it.
+func fenceTable(t testing.TB) *pgxpool.Pool {
 	t.Helper()
-	ep := os.Getenv("CONCURKIT_ETCD_ENDPOINT")
-	if ep == "" {
-		ep = "http://127.0.0.1:12379"
-	}
-	c, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(ep, ","), DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
+	db := testenv.Postgres(t)
+	if _, err := db.Exec(context.Background(), fenceDDL); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { c.Close() })
-	prefix := fmt.Sprintf("/t%d/", time.Now().UnixNano())
-	t.Cleanup(func() { _, _ = c.Delete(context.Background(), prefix, clientv3.WithPrefix()) })
-	return c, prefix
+	return db
 }
+
+const fenceDDL = `CREATE TABLE fence (id bigint PRIMARY KEY, value text NOT NULL DEFAULT '', max_seen_token bigint NOT NULL DEFAULT 0)`

@@ -131,15 +131,16 @@ func (l *Locker) acquire(ctx context.Context, key string, opts *distlock.Options
 	if try {
 		return nil, distlock.ErrNotAcquired
 	}
-	if err := l.waitDeletes(ctx, pfx, myRev-1, id, secs); err != nil {
+	if err := l.waitDeletes(ctx, pfx, myRev-1, id, secs, start); err != nil {
 		return nil, l.fail(ctx, err)
 	}
+	start0 := start
 	// Renew our lease now, so the validity starts from a known local time
 	// (the last renewal while waiting may be up to TTL/3 old).
 	start = time.Now()
 	if _, err := l.c.KeepAliveOnce(ctx, id); err != nil {
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			return nil, fmt.Errorf("%w: etcd: lease expired while waiting", distlock.ErrLeaseLost)
+			return nil, fmt.Errorf("%w: etcd: lease %x (TTL %ds, granted %v ago) expired while waiting", distlock.ErrLeaseLost, int64(id), secs, time.Since(start0).Round(time.Millisecond))
 		}
 		return nil, l.fail(ctx, fmt.Errorf("etcd: renew lease: %w", err))
 	}
@@ -167,7 +168,7 @@ func (l *Locker) fail(ctx context.Context, err error) error {
 
 // waitDeletes waits until no key under pfx has a CreateRevision <= maxRev,
 // watching one key at a time and renewing lease id meanwhile.
-func (l *Locker) waitDeletes(ctx context.Context, pfx string, maxRev int64, id clientv3.LeaseID, secs int64) error {
+func (l *Locker) waitDeletes(ctx context.Context, pfx string, maxRev int64, id clientv3.LeaseID, secs int64, granted time.Time) error {
 	renew := time.NewTicker(max(time.Duration(secs)*time.Second/3, 300*time.Millisecond))
 	defer renew.Stop()
 	opts := append(clientv3.WithLastCreate(), clientv3.WithPrefix(), clientv3.WithMaxCreateRev(maxRev))
@@ -179,13 +180,13 @@ func (l *Locker) waitDeletes(ctx context.Context, pfx string, maxRev int64, id c
 		if len(resp.Kvs) == 0 {
 			return nil
 		}
-		if err := l.waitDelete(ctx, string(resp.Kvs[0].Key), resp.Header.Revision, id, renew.C); err != nil {
+		if err := l.waitDelete(ctx, string(resp.Kvs[0].Key), resp.Header.Revision, id, renew.C, granted); err != nil {
 			return err
 		}
 	}
 }
 
-func (l *Locker) waitDelete(ctx context.Context, key string, rev int64, id clientv3.LeaseID, renew <-chan time.Time) error {
+func (l *Locker) waitDelete(ctx context.Context, key string, rev int64, id clientv3.LeaseID, renew <-chan time.Time, granted time.Time) error {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	wch := l.c.Watch(clientv3.WithRequireLeader(wctx), key, clientv3.WithRev(rev+1), clientv3.WithFilterPut())
@@ -196,7 +197,7 @@ func (l *Locker) waitDelete(ctx context.Context, key string, rev int64, id clien
 		case <-renew:
 			if _, err := l.c.KeepAliveOnce(ctx, id); err != nil {
 				if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-					return fmt.Errorf("%w: etcd: lease expired while waiting", distlock.ErrLeaseLost)
+					return fmt.Errorf("%w: etcd: lease %x (granted %v ago) expired while waiting", distlock.ErrLeaseLost, int64(id), time.Since(granted).Round(time.Millisecond))
 				}
 				return fmt.Errorf("etcd: renew lease while waiting: %w", err)
 			}

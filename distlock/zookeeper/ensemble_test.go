@@ -55,6 +55,8 @@ func TestEnsembleLeaderKill(t *testing.T) {
 		accepted, stale atomic.Int64
 		afterKill       atomic.Int64
 		killed          atomic.Bool
+		killedAt        time.Time
+		resumedAfter    atomic.Int64 // ns from the kill to the first accepted section
 		mu              sync.Mutex
 		lastAccepted    fenced.Token
 		acquireErrs     atomic.Int64
@@ -99,6 +101,7 @@ func TestEnsembleLeaderKill(t *testing.T) {
 					}
 					continue
 				}
+				postKill := killed.Load() // acquired after the kill
 				switch err := write(ls, w); {
 				case err == nil:
 					if !holder.CompareAndSwap(0, w) {
@@ -111,8 +114,8 @@ func TestEnsembleLeaderKill(t *testing.T) {
 					}
 					holder.CompareAndSwap(w, 0)
 					accepted.Add(1)
-					if killed.Load() {
-						afterKill.Add(1)
+					if postKill && afterKill.Add(1) == 1 {
+						resumedAfter.Store(int64(time.Since(killedAt)))
 					}
 					select {
 					case progress <- struct{}{}:
@@ -153,7 +156,8 @@ func TestEnsembleLeaderKill(t *testing.T) {
 	}
 	before := accepted.Load()
 	procs[leader].Kill(t)
-	killed.Store(true)
+	killedAt = time.Now()
+	killed.Store(true) // publishes killedAt
 	t.Logf("killed leader %s after %d sections", procs[leader].Addr, before)
 	waitFor("20 sections after the kill", func() bool { return afterKill.Load() >= 20 })
 	close(stop)
@@ -165,6 +169,7 @@ func TestEnsembleLeaderKill(t *testing.T) {
 			newLeader = p.Addr
 		}
 	}
+	t.Logf("locking resumed %v after the kill", time.Duration(resumedAfter.Load()).Round(time.Millisecond))
 	t.Logf("new leader %s; sections %d (after kill %d), stale writes rejected %d, acquire errors %d",
 		newLeader, accepted.Load(), afterKill.Load(), stale.Load(), acquireErrs.Load())
 	if newLeader == "" {
