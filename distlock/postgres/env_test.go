@@ -1,35 +1,16 @@
 package postgres_test
 
-// Temporary server access until internal/testenv lands (then pool
-// delegates to testenv.Postgres).
-
 import (
-	"context"
-	"os"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/concurkit/concurkit/internal/testenv"
 )
 
-func pgURL() string {
-	if v := os.Getenv("CONCURKIT_POSTGRES_URL"); v != "" {
-		return v
-	}
-	return "postgres://postgres@127.0.0.1:15432/postgres?sslmode=disable"
-}
+// pgURL is the server's own URL: every locker of a test must draw tokens
+// from the same sequence, so they share the default schema rather than
+// one isolated schema each.
+func pgURL(t testing.TB) string { return testenv.PostgresServerURL(t) }
 
-func pool(t testing.TB) *pgxpool.Pool {
-	t.Helper()
-	p, err := pgxpool.New(context.Background(), pgURL())
-	if err == nil {
-		err = p.Ping(context.Background())
-	}
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("postgres unreachable: %v", err)
-		}
-		t.Skipf("postgres unreachable (%v): run scripts/services.sh up", err)
-	}
-	t.Cleanup(p.Close)
-	return p
-}
+func pool(t testing.TB) *pgxpool.Pool { return testenv.PostgresPoolFor(t, pgURL(t)) }

@@ -126,7 +126,7 @@ func TestIdleSessionTimeout(t *testing.T) {
 // TestConnectionReuse: released connections go back to the pool without
 // the lease's idle timeout and without a lock.
 func TestConnectionReuse(t *testing.T) {
-	p, err := pgxpool.New(t.Context(), pgURL()+"&pool_max_conns=1")
+	p, err := pgxpool.New(t.Context(), pgURL(t)+"&pool_max_conns=1")
 	if err != nil {
 		t.Fatal(err)
 	}
