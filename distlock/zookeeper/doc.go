@@ -42,6 +42,23 @@
 // creating a second one. If the session changed meanwhile the node cannot
 // exist any more and a fresh GUID is used.
 //
+// # Release
+//
 // Releasing deletes only the lease's own znode (exact path and version), so
-// it can never delete a successor's lock.
+// it can never delete a successor's lock. A delete that cannot reach
+// ZooKeeper (a release, or the cleanup of an abandoned wait, during a
+// disconnection) is not dropped: while the session survives, its node would
+// block the lock for everybody. Release waits up to one session timeout for
+// the reconnection; after that, and for abandoned waits at once, a
+// background reaper deletes the node as soon as the client is back on the
+// same session (if the session expired instead, the server deleted it).
+// Close waits for the reapers.
+//
+// # Keys and paths
+//
+// A key becomes one znode name with url.PathEscape ('/' and every byte
+// outside the URL path alphabet are percent-encoded), so "a" and "a/b" are
+// distinct locks; "." and ".." are rejected with distlock.ErrInvalidKey.
+// The go-zookeeper client's calls take no context: the caller's context
+// bounds the waits, not an individual request.
 package zookeeper
