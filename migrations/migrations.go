@@ -137,6 +137,33 @@ func runFS(ctx context.Context, d Dialect, fsys fs.FS, dsn string, op func(*migr
 	return ctx.Err()
 }
 
+// splitPGOptions parses libpq's options value ("-c a=b -c x=y" or
+// "-ca=b") into settings. Other command-line switches are an error.
+func splitPGOptions(opts string) (map[string]string, error) {
+	out := map[string]string{}
+	fields := strings.Fields(opts)
+	for i := 0; i < len(fields); i++ {
+		f := fields[i]
+		switch {
+		case f == "-c" && i+1 < len(fields):
+			i++
+			f = fields[i]
+		case strings.HasPrefix(f, "-c") && len(f) > 2:
+			f = f[2:]
+		case strings.HasPrefix(f, "--") && strings.Contains(f, "="):
+			f = f[2:]
+		default:
+			return nil, fmt.Errorf("migrations: unsupported postgres options %q (only -c name=value)", opts)
+		}
+		k, v, ok := strings.Cut(f, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("migrations: malformed postgres option %q", f)
+		}
+		out[strings.ReplaceAll(k, "-", "_")] = v
+	}
+	return out, nil
+}
+
 // databaseURL turns a user DSN into the URL golang-migrate's driver wants.
 func databaseURL(d Dialect, dsn string) (string, error) {
 	if strings.TrimSpace(dsn) == "" {
@@ -154,6 +181,23 @@ func databaseURL(d Dialect, dsn string) (string, error) {
 			return "", fmt.Errorf("migrations: postgres URL must start with postgres://, got scheme %q", u.Scheme)
 		}
 		u.Scheme = "pgx5"
+		q := u.Query()
+		if opts := q.Get("options"); opts != "" {
+			// golang-migrate re-encodes the query string, turning the
+			// spaces of libpq's "options=-c name=value" into '+', which
+			// the server then rejects. pgx sends every unknown URL
+			// parameter as a run-time setting, so pass each -c setting as
+			// its own parameter instead.
+			rest, err := splitPGOptions(opts)
+			if err != nil {
+				return "", err
+			}
+			for k, v := range rest {
+				q.Set(k, v)
+			}
+			q.Del("options")
+			u.RawQuery = q.Encode()
+		}
 		return u.String(), nil
 	case MySQL:
 		dsn = strings.TrimPrefix(dsn, "mysql://")
