@@ -69,14 +69,12 @@ func UpdateMySQL(ctx context.Context, db SQLDB, t Table, key any, expectedVersio
 	if err != nil {
 		return 0, err
 	}
-	var assign strings.Builder
 	args := make([]any, 0, 2*len(cols)+3)
-	for i, c := range q.cols {
-		fmt.Fprintf(&assign, "%s = IF(%s = ?, ?, %s), ", c, q.version, c)
-		args = append(args, expectedVersion, set[cols[i]])
+	for _, c := range cols {
+		args = append(args, expectedVersion, set[c])
 	}
 	args = append(args, expectedVersion, expectedVersion, key)
-	stmt := fmt.Sprintf(myCAS, q.table, q.key, q.version, assign.String())
+	stmt := myStatement(q)
 	res, err := db.ExecContext(ctx, stmt, args...)
 	if err != nil {
 		return 0, driverError(ctx, "update "+q.table, err)
@@ -86,4 +84,15 @@ func UpdateMySQL(ctx context.Context, db SQLDB, t Table, key any, expectedVersio
 		return 0, driverError(ctx, "update "+q.table, err)
 	}
 	return outcome(id > 0, id != 0, id)
+}
+
+// myStatement builds the CAS statement from quoted identifiers; the
+// arguments are (expected version, value) per column in q.cols order, the
+// expected version twice, then the key.
+func myStatement(q quoted) string {
+	var assign strings.Builder
+	for _, c := range q.cols {
+		fmt.Fprintf(&assign, "%s = IF(%s = ?, ?, %s), ", c, q.version, c)
+	}
+	return fmt.Sprintf(myCAS, q.table, q.key, q.version, assign.String())
 }

@@ -66,14 +66,12 @@ func UpdatePostgres(ctx context.Context, db DBTX, t Table, key any, expectedVers
 	if err != nil {
 		return 0, err
 	}
-	var assign strings.Builder
 	args := make([]any, 2, 2+len(cols))
 	args[0], args[1] = key, expectedVersion
-	for i, c := range q.cols {
-		fmt.Fprintf(&assign, ", %s = $%d", c, i+3)
-		args = append(args, set[cols[i]])
+	for _, c := range cols {
+		args = append(args, set[c])
 	}
-	stmt := fmt.Sprintf(pgCAS, q.table, q.key, q.version, assign.String())
+	stmt := pgStatement(q)
 	var newVersion *int64
 	var exists bool
 	if err := db.QueryRow(ctx, stmt, args...).Scan(&newVersion, &exists); err != nil {
@@ -84,4 +82,14 @@ func UpdatePostgres(ctx context.Context, db DBTX, t Table, key any, expectedVers
 		v = *newVersion
 	}
 	return outcome(newVersion != nil, exists, v)
+}
+
+// pgStatement builds the CAS statement from quoted identifiers; the
+// arguments are key, expected version, then the set values in q.cols order.
+func pgStatement(q quoted) string {
+	var assign strings.Builder
+	for i, c := range q.cols {
+		fmt.Fprintf(&assign, ", %s = $%d", c, i+3)
+	}
+	return fmt.Sprintf(pgCAS, q.table, q.key, q.version, assign.String())
 }
