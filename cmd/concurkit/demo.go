@@ -58,15 +58,19 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	buyers := fs.Int("buyers", 64, "concurrent buyers, each on its own connection")
 	pgURL := fs.String("postgres", envOr("CONCURKIT_POSTGRES_URL", "postgres://postgres@127.0.0.1:15432/postgres?sslmode=disable"), "PostgreSQL URL (empty: skip)")
 	myDSN := fs.String("mysql", envOr("CONCURKIT_MYSQL_DSN", "root@tcp(127.0.0.1:13306)/"), "MariaDB/MySQL DSN (empty: skip)")
+	schema := fs.String("schema", "concurkit_demo", "PostgreSQL schema and MariaDB database the demo creates and uses")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("demo: unexpected arguments %q", fs.Args())
 	}
 	if *buyers < 2 || *buyers > 1000 {
 		return fmt.Errorf("demo: --buyers must be in [2, 1000], got %d", *buyers)
 	}
 	var strategies []strategy
 	if *pgURL != "" {
-		pool, err := demoPostgres(ctx, *pgURL, *buyers)
+		pool, err := demoPostgres(ctx, *pgURL, *schema, *buyers)
 		if err != nil {
 			return err
 		}
@@ -74,7 +78,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		strategies = append(strategies, postgresStrategies(pool)...)
 	}
 	if *myDSN != "" {
-		db, err := demoMySQL(ctx, *myDSN, *buyers)
+		db, err := demoMySQL(ctx, *myDSN, *schema, *buyers)
 		if err != nil {
 			return err
 		}

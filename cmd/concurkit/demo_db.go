@@ -10,23 +10,25 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/concurkit/concurkit/internal/ident"
 	"github.com/concurkit/concurkit/migrations"
 	"github.com/concurkit/concurkit/optimistic"
 	"github.com/concurkit/concurkit/pessimistic"
 	"github.com/concurkit/concurkit/retry"
 )
 
-// demoSchema is where the demo keeps its tables, on both servers.
-const demoSchema = "concurkit_demo"
-
 // demoPostgres creates the demo schema, applies the example migrations and
 // returns a pool with one connection per buyer.
-func demoPostgres(ctx context.Context, rawURL string, buyers int) (*pgxpool.Pool, error) {
+func demoPostgres(ctx context.Context, rawURL, schema string, buyers int) (*pgxpool.Pool, error) {
+	quoted, err := ident.Postgres(schema)
+	if err != nil {
+		return nil, fmt.Errorf("demo: --schema: %w", err)
+	}
 	conn, err := pgx.Connect(ctx, rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("demo: postgres: %w (start the servers with scripts/services.sh up)", err)
 	}
-	_, err = conn.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{demoSchema}.Sanitize())
+	_, err = conn.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+quoted)
 	conn.Close(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("demo: postgres: %w", err)
@@ -36,7 +38,7 @@ func demoPostgres(ctx context.Context, rawURL string, buyers int) (*pgxpool.Pool
 		return nil, err
 	}
 	q := u.Query()
-	q.Set("search_path", demoSchema)
+	q.Set("search_path", schema)
 	u.RawQuery = q.Encode()
 	if err := migrations.Up(ctx, migrations.Postgres, u.String()); err != nil {
 		return nil, err
@@ -69,7 +71,11 @@ func demoPostgres(ctx context.Context, rawURL string, buyers int) (*pgxpool.Pool
 }
 
 // demoMySQL does the same for MariaDB/MySQL.
-func demoMySQL(ctx context.Context, dsn string, buyers int) (*sql.DB, error) {
+func demoMySQL(ctx context.Context, dsn, schema string, buyers int) (*sql.DB, error) {
+	quoted, err := ident.MySQL(schema)
+	if err != nil {
+		return nil, fmt.Errorf("demo: --schema: %w", err)
+	}
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("demo: mysql DSN: %w", err)
@@ -79,12 +85,12 @@ func demoMySQL(ctx context.Context, dsn string, buyers int) (*sql.DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	_, err = admin.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS `"+demoSchema+"`")
+	_, err = admin.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS "+quoted)
 	admin.Close()
 	if err != nil {
 		return nil, fmt.Errorf("demo: mariadb: %w (start the servers with scripts/services.sh up)", err)
 	}
-	cfg.DBName = demoSchema
+	cfg.DBName = schema
 	if err := migrations.Up(ctx, migrations.MySQL, cfg.FormatDSN()); err != nil {
 		return nil, err
 	}
