@@ -47,14 +47,7 @@ ON DUPLICATE KEY UPDATE %[5]s%[4]s = IF(LAST_INSERT_ID(-1), %[4]s, %[4]s)`
 // mysqlWrite runs the INSERT … ON DUPLICATE KEY UPDATE and reports whether
 // it inserted.
 func mysqlWrite(ctx context.Context, db SQLDB, q quoted, s spec, row map[string]any, update bool) (bool, error) {
-	var set strings.Builder
-	if update {
-		for _, c := range q.nonKey {
-			fmt.Fprintf(&set, "%s = VALUES(%s), ", c, c)
-		}
-	}
-	stmt := fmt.Sprintf(myUpsert, q.table, strings.Join(q.cols, ", "), strings.TrimSuffix(strings.Repeat("?, ", len(q.cols)), ", "), q.key, set.String())
-	res, err := db.ExecContext(ctx, stmt, s.args(row)...)
+	res, err := db.ExecContext(ctx, myWriteStatement(q, update), s.args(row)...)
 	if err != nil {
 		return false, driverError(ctx, "insert into "+q.table, err)
 	}
@@ -67,8 +60,7 @@ func mysqlWrite(ctx context.Context, db SQLDB, q quoted, s spec, row map[string]
 
 // mysqlRead scans the returning columns of the row with row's key.
 func mysqlRead(ctx context.Context, db SQLDB, q quoted, s spec, row map[string]any, dest []any) error {
-	stmt := fmt.Sprintf(mySelect, q.table, strings.Join(q.returning, ", "), q.key)
-	return db.QueryRowContext(ctx, stmt, row[s.cols[s.keyIndex]]).Scan(dest...)
+	return db.QueryRowContext(ctx, myReadStatement(q), row[s.cols[s.keyIndex]]).Scan(dest...)
 }
 
 // InsertMySQL is InsertPostgres for MySQL and MariaDB through database/sql:
@@ -140,4 +132,22 @@ func mysqlWriteRead(ctx context.Context, db SQLDB, t Table, row map[string]any, 
 		return created, nil
 	}
 	return false, fmt.Errorf("%w: %s after %d attempts", ErrContended, q.table, MaxReadAttempts)
+}
+
+// myWriteStatement builds the marker INSERT; with update, the existing
+// row's non-key columns take the row's values. Arguments: the row's values
+// in q.cols order.
+func myWriteStatement(q quoted, update bool) string {
+	var set strings.Builder
+	if update {
+		for _, c := range q.nonKey {
+			fmt.Fprintf(&set, "%s = VALUES(%s), ", c, c)
+		}
+	}
+	return fmt.Sprintf(myUpsert, q.table, strings.Join(q.cols, ", "), strings.TrimSuffix(strings.Repeat("?, ", len(q.cols)), ", "), q.key, set.String())
+}
+
+// myReadStatement builds the locking read of q.returning; argument: the key.
+func myReadStatement(q quoted) string {
+	return fmt.Sprintf(mySelect, q.table, strings.Join(q.returning, ", "), q.key)
 }

@@ -78,8 +78,7 @@ func InsertPostgres(ctx context.Context, db DBTX, t Table, row map[string]any) (
 	if err != nil {
 		return false, err
 	}
-	stmt := fmt.Sprintf(pgInsert, q.table, strings.Join(q.cols, ", "), pgPlaceholders(len(q.cols)), q.key)
-	tag, err := db.Exec(ctx, stmt, s.args(row)...)
+	tag, err := db.Exec(ctx, pgInsertStatement(q), s.args(row)...)
 	if err != nil {
 		return false, driverError(ctx, "insert into "+q.table, err)
 	}
@@ -102,20 +101,7 @@ func UpsertPostgres(ctx context.Context, db DBTX, t Table, row map[string]any, r
 	if err != nil {
 		return false, err
 	}
-	var set []string
-	for _, c := range q.nonKey {
-		set = append(set, c+" = EXCLUDED."+c)
-	}
-	if len(set) == 0 {
-		// Nothing to change, but DO UPDATE (unlike DO NOTHING) returns the row.
-		set = append(set, q.key+" = EXCLUDED."+q.key)
-	}
-	var ret strings.Builder
-	for _, c := range q.returning {
-		ret.WriteString(", " + c)
-	}
-	stmt := fmt.Sprintf(pgUpsert, q.table, strings.Join(q.cols, ", "), pgPlaceholders(len(q.cols)), q.key, strings.Join(set, ", "), ret.String())
-	if err := db.QueryRow(ctx, stmt, s.args(row)...).Scan(append([]any{&created}, dest...)...); err != nil {
+	if err := db.QueryRow(ctx, pgUpsertStatement(q), s.args(row)...).Scan(append([]any{&created}, dest...)...); err != nil {
 		return false, driverError(ctx, "upsert into "+q.table, err)
 	}
 	return created, nil
@@ -144,12 +130,10 @@ func InsertOrGetPostgres(ctx context.Context, db DBTX, t Table, row map[string]a
 	if err != nil {
 		return false, err
 	}
-	ret := strings.Join(q.returning, ", ")
-	if ret == "" {
-		ret = q.key // RETURNING needs an expression; it is not scanned
-		dest = []any{new(any)}
+	if len(q.returning) == 0 {
+		dest = []any{new(any)} // the statement returns the key instead
 	}
-	stmt := fmt.Sprintf(pgInsertOrGet, q.table, strings.Join(q.cols, ", "), pgPlaceholders(len(q.cols)), q.key, ret, "$"+strconv.Itoa(s.keyIndex+1))
+	stmt := pgInsertOrGetStatement(q, s.keyIndex)
 	args := s.args(row)
 	for range MaxReadAttempts {
 		err := db.QueryRow(ctx, stmt, args...).Scan(append([]any{&created}, dest...)...)
@@ -162,4 +146,37 @@ func InsertOrGetPostgres(ctx context.Context, db DBTX, t Table, row map[string]a
 		return created, nil
 	}
 	return false, fmt.Errorf("%w: %s after %d attempts", ErrContended, q.table, MaxReadAttempts)
+}
+
+// The statement builders take quoted identifiers; the arguments are the
+// row's values in q.cols order.
+
+func pgInsertStatement(q quoted) string {
+	return fmt.Sprintf(pgInsert, q.table, strings.Join(q.cols, ", "), pgPlaceholders(len(q.cols)), q.key)
+}
+
+func pgUpsertStatement(q quoted) string {
+	var set []string
+	for _, c := range q.nonKey {
+		set = append(set, c+" = EXCLUDED."+c)
+	}
+	if len(set) == 0 {
+		// Nothing to change, but DO UPDATE (unlike DO NOTHING) returns the row.
+		set = append(set, q.key+" = EXCLUDED."+q.key)
+	}
+	var ret strings.Builder
+	for _, c := range q.returning {
+		ret.WriteString(", " + c)
+	}
+	return fmt.Sprintf(pgUpsert, q.table, strings.Join(q.cols, ", "), pgPlaceholders(len(q.cols)), q.key, strings.Join(set, ", "), ret.String())
+}
+
+// pgInsertOrGetStatement returns (created, returning...) or, with no
+// returning columns, (created, key).
+func pgInsertOrGetStatement(q quoted, keyIndex int) string {
+	ret := strings.Join(q.returning, ", ")
+	if ret == "" {
+		ret = q.key // RETURNING needs an expression
+	}
+	return fmt.Sprintf(pgInsertOrGet, q.table, strings.Join(q.cols, ", "), pgPlaceholders(len(q.cols)), q.key, ret, "$"+strconv.Itoa(keyIndex+1))
 }
