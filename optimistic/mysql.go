@@ -34,6 +34,8 @@ var (
 //	-current   (< 0)  the row exists with another version: conflict
 //	0                 no row matched, LAST_INSERT_ID(expr) never ran
 //
+// (The CAST keeps the negation legal for a BIGINT UNSIGNED version column,
+// which MySQL would otherwise reject as out of range.)
 // The server sends 0 when LAST_INSERT_ID(expr) was not evaluated by the
 // statement, whatever the connection's earlier value. The affected-rows
 // count is not used because it cannot tell a conflict from a missing row
@@ -41,7 +43,7 @@ var (
 // Placeholders: %[1]s table, %[2]s key, %[3]s version, %[4]s conditional
 // assignments ("c = IF(v = ?, ?, c), "); the args are, in order, (expected,
 // value) per column, expected twice, key.
-const myCAS = `UPDATE %[1]s SET %[4]s%[3]s = IF(%[3]s = ?, %[3]s + 1, %[3]s) + 0 * LAST_INSERT_ID(IF(%[3]s = ?, %[3]s + 1, -%[3]s))
+const myCAS = `UPDATE %[1]s SET %[4]s%[3]s = IF(%[3]s = ?, %[3]s + 1, %[3]s) + 0 * LAST_INSERT_ID(IF(%[3]s = ?, %[3]s + 1, -CAST(%[3]s AS SIGNED)))
 WHERE %[2]s = ?`
 
 // UpdateMySQL is UpdatePostgres for MySQL and MariaDB through
