@@ -21,6 +21,8 @@
 //     same statement: the new version on success, the negated current
 //     version on a conflict, and 0 (the function never ran) when no row
 //     matched. No multiStatements or interpolateParams DSN option is needed.
+//     (One statement; go-sql-driver's default server-side prepare adds a
+//     prepare round trip per call unless the DSN sets interpolateParams=true.)
 //   - DynamoDB (UpdateDynamoDB): UpdateItem with the condition
 //     attribute_exists(key) AND version = expected and
 //     ReturnValuesOnConditionCheckFailure ALL_OLD: a failed check that

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/concurkit/concurkit/internal/sqlerr"
 	"github.com/concurkit/concurkit/upsert"
 )
 
@@ -25,7 +26,8 @@ SELECT false, id, name, visits FROM profiles WHERE id = $1 AND NOT EXISTS (SELEC
 // block on it inside ON CONFLICT; the holder commits. The statement's
 // snapshot predates that commit, so the bare statement returns no row at
 // all, while InsertOrGetPostgres runs it again and returns the committed
-// row with created == false.
+// row with created == false. Inside a REPEATABLE READ transaction the same
+// situation is a serialization failure, as documented.
 func TestInsertOrGetPostgresInvisibleConflict(t *testing.T) {
 	t.Parallel()
 	pool := pgPool(t)
@@ -49,6 +51,24 @@ func TestInsertOrGetPostgresInvisibleConflict(t *testing.T) {
 	}
 	defer lib.Release()
 
+	// A third caller inside a REPEATABLE READ transaction whose snapshot
+	// predates the holder's commit gets a serialization failure instead.
+	rr, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rr.Rollback(context.WithoutCancel(ctx))
+	var rrPID uint32
+	if err := rr.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&rrPID); err != nil { // takes the snapshot
+		t.Fatal(err)
+	}
+	rrDone := make(chan error, 1)
+	go func() {
+		var p profile
+		_, err := upsert.InsertOrGetPostgres(ctx, rr, tbl, profile{1, "dan", 4}.row(), returning, p.dest()...)
+		rrDone <- err
+	}()
+
 	rawDone := make(chan error, 1)
 	go func() {
 		var created bool
@@ -68,14 +88,14 @@ func TestInsertOrGetPostgresInvisibleConflict(t *testing.T) {
 	}()
 
 	// Wait (on the server's own view) until both block on the holder's row.
-	pids := []uint32{raw.Conn().PgConn().PID(), lib.Conn().PgConn().PID()}
+	pids := []uint32{raw.Conn().PgConn().PID(), lib.Conn().PgConn().PID(), rrPID}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var n int
 		if err := pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1) AND wait_event_type = 'Lock'", pids).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
-		if n == 2 {
+		if n == len(pids) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -88,6 +108,9 @@ func TestInsertOrGetPostgresInvisibleConflict(t *testing.T) {
 	}
 	if err := <-rawDone; !errors.Is(err, pgx.ErrNoRows) {
 		t.Fatalf("bare statement: %v; want no rows (the conflicting row is invisible to its snapshot)", err)
+	}
+	if err := <-rrDone; sqlerr.Classify(err) != sqlerr.Serialization {
+		t.Fatalf("REPEATABLE READ caller: %v; want a serialization failure (40001)", err)
 	}
 	r := <-libDone
 	if want := (profile{1, "ada", 1}); r.err != nil || r.created || r.p != want {
