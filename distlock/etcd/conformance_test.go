@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/etcd"
 	"github.com/concurkit/concurkit/internal/locktest"
@@ -17,6 +19,23 @@ import (
 // and waits until its lease context ends; the server deletes its key when
 // the etcd lease (TTL rounded up to whole seconds) runs out.
 func TestConformance(t *testing.T) {
+	suite(t, func(t testing.TB) (*clientv3.Client, string) { return testenv.Etcd(t) }, locktest.Options{})
+}
+
+// TestConformanceCluster runs the suite against the shared 3-member
+// cluster, with a smaller mutual-exclusion run (8 × 50 sections): every
+// write there is a quorum write.
+func TestConformanceCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the single-server run covers the protocol; -short skips the cluster")
+	}
+	suite(t, func(t testing.TB) (*clientv3.Client, string) {
+		c, _, prefix := testenv.EtcdCluster(t)
+		return c, prefix
+	}, locktest.Options{Goroutines: 8, Sections: 50})
+}
+
+func suite(t *testing.T, server func(testing.TB) (*clientv3.Client, string), opts locktest.Options) {
 	var (
 		mu       sync.Mutex
 		prefixes = map[*testing.T]string{}
@@ -25,14 +44,14 @@ func TestConformance(t *testing.T) {
 		mu.Lock()
 		prefix, ok := prefixes[t]
 		mu.Unlock()
-		var c etcd.Client
+		var c *clientv3.Client
 		if !ok {
-			c, prefix = testenv.Etcd(t)
+			c, prefix = server(t)
 			mu.Lock()
 			prefixes[t] = prefix
 			mu.Unlock()
 		} else {
-			first, _ := testenv.Etcd(t) // another client of the same server
+			first, _ := server(t) // another client of the same server(s)
 			c = testenv.EtcdClient(t, first.Endpoints(), "")
 		}
 		l, err := etcd.New(c, &etcd.Config{Prefix: prefix})
@@ -41,8 +60,7 @@ func TestConformance(t *testing.T) {
 		}
 		return l
 	}
-	locktest.Run(t, newLocker, locktest.Options{
-		ShortTTL: time.Second,
-		Store:    func(t *testing.T) locktest.Store { return locktest.PostgresStore(t, testenv.Postgres(t)) },
-	})
+	opts.ShortTTL = time.Second // granted as etcd's minimum lease TTL (2 s by default)
+	opts.Store = func(t *testing.T) locktest.Store { return locktest.PostgresStore(t, testenv.Postgres(t)) }
+	locktest.Run(t, newLocker, opts)
 }

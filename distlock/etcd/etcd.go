@@ -131,30 +131,21 @@ func (l *Locker) acquire(ctx context.Context, key string, opts *distlock.Options
 	if try {
 		return nil, distlock.ErrNotAcquired
 	}
-	if err := l.waitDeletes(ctx, pfx, myRev-1, id, secs, start); err != nil {
+	token, err := l.waitTurn(ctx, pfx, myKey, myRev, id, secs, start)
+	if err != nil {
 		return nil, l.fail(ctx, err)
 	}
-	start0 := start
 	// Renew our lease now, so the validity starts from a known local time
 	// (the last renewal while waiting may be up to TTL/3 old).
+	granted := start
 	start = time.Now()
 	if _, err := l.c.KeepAliveOnce(ctx, id); err != nil {
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			return nil, fmt.Errorf("%w: etcd: lease %x (TTL %ds, granted %v ago) expired while waiting", distlock.ErrLeaseLost, int64(id), secs, time.Since(start0).Round(time.Millisecond))
+			return nil, lostWhileWaiting(id, granted)
 		}
 		return nil, l.fail(ctx, fmt.Errorf("etcd: renew lease: %w", err))
 	}
-	// etcd#11456: the wait may end because our own key was deleted (lease
-	// expired). Only a key that still exists with our lease holds the lock;
-	// its CreateRevision is the token (the header revision is not).
-	get, err := l.c.Get(ctx, myKey)
-	if err != nil {
-		return nil, l.fail(ctx, fmt.Errorf("etcd: re-read lock key: %w", err))
-	}
-	if len(get.Kvs) != 1 || clientv3.LeaseID(get.Kvs[0].Lease) != id {
-		return nil, fmt.Errorf("%w: etcd: lock key %s is gone after waiting", distlock.ErrLeaseLost, myKey)
-	}
-	return l.newLease(key, myKey, id, fenced.Token(get.Kvs[0].CreateRevision), o, start)
+	return l.newLease(key, myKey, id, token, o, start)
 }
 
 // fail joins a context error with ErrNotAcquired, so cancellation matches
@@ -166,24 +157,37 @@ func (l *Locker) fail(ctx context.Context, err error) error {
 	return err
 }
 
-// waitDeletes waits until no key under pfx has a CreateRevision <= maxRev,
-// watching one key at a time and renewing lease id meanwhile.
-func (l *Locker) waitDeletes(ctx context.Context, pfx string, maxRev int64, id clientv3.LeaseID, secs int64, granted time.Time) error {
+// waitTurn waits until no key under pfx was created before ours (myRev),
+// watching one predecessor at a time and renewing lease id meanwhile. Each
+// check also re-reads our own key in the same transaction (etcd#11456: a
+// wait can end because our key was deleted when our lease expired; only a
+// key that still exists with our lease holds the lock) and returns its
+// CreateRevision, the token (the header revision is not, after a wait).
+func (l *Locker) waitTurn(ctx context.Context, pfx, myKey string, myRev int64, id clientv3.LeaseID, secs int64, granted time.Time) (fenced.Token, error) {
 	renew := time.NewTicker(max(time.Duration(secs)*time.Second/3, 300*time.Millisecond))
 	defer renew.Stop()
-	opts := append(clientv3.WithLastCreate(), clientv3.WithPrefix(), clientv3.WithMaxCreateRev(maxRev))
+	preds := append(clientv3.WithLastCreate(), clientv3.WithPrefix(), clientv3.WithMaxCreateRev(myRev-1))
 	for {
-		resp, err := l.c.Get(ctx, pfx, opts...)
+		resp, err := l.c.Txn(ctx).Then(clientv3.OpGet(pfx, preds...), clientv3.OpGet(myKey)).Commit()
 		if err != nil {
-			return fmt.Errorf("etcd: read predecessors: %w", err)
+			return 0, fmt.Errorf("etcd: read predecessors: %w", err)
 		}
-		if len(resp.Kvs) == 0 {
-			return nil
+		mine := resp.Responses[1].GetResponseRange().Kvs
+		if len(mine) != 1 || clientv3.LeaseID(mine[0].Lease) != id {
+			return 0, fmt.Errorf("%w: etcd: lock key %s deleted while waiting", distlock.ErrLeaseLost, myKey)
 		}
-		if err := l.waitDelete(ctx, string(resp.Kvs[0].Key), resp.Header.Revision, id, renew.C, granted); err != nil {
-			return err
+		before := resp.Responses[0].GetResponseRange().Kvs
+		if len(before) == 0 {
+			return fenced.Token(mine[0].CreateRevision), nil
+		}
+		if err := l.waitDelete(ctx, string(before[0].Key), resp.Header.Revision, id, renew.C, granted); err != nil {
+			return 0, err
 		}
 	}
+}
+
+func lostWhileWaiting(id clientv3.LeaseID, granted time.Time) error {
+	return fmt.Errorf("%w: etcd: lease %x (granted %v ago) expired while waiting", distlock.ErrLeaseLost, int64(id), time.Since(granted).Round(time.Millisecond))
 }
 
 func (l *Locker) waitDelete(ctx context.Context, key string, rev int64, id clientv3.LeaseID, renew <-chan time.Time, granted time.Time) error {
@@ -197,7 +201,7 @@ func (l *Locker) waitDelete(ctx context.Context, key string, rev int64, id clien
 		case <-renew:
 			if _, err := l.c.KeepAliveOnce(ctx, id); err != nil {
 				if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-					return fmt.Errorf("%w: etcd: lease %x (granted %v ago) expired while waiting", distlock.ErrLeaseLost, int64(id), time.Since(granted).Round(time.Millisecond))
+					return lostWhileWaiting(id, granted)
 				}
 				return fmt.Errorf("etcd: renew lease while waiting: %w", err)
 			}
