@@ -1,0 +1,46 @@
+package dynamodb_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/concurkit/concurkit/distlock"
+	ddblock "github.com/concurkit/concurkit/distlock/dynamodb"
+	"github.com/concurkit/concurkit/internal/testenv"
+)
+
+// BenchmarkAcquireRelease: one client, uncontended key, TryAcquire +
+// Release per op; reports the median and p99 latency of the pair.
+func BenchmarkAcquireRelease(b *testing.B) {
+	c, prefix := testenv.DynamoDB(b)
+	if err := ddblock.CreateTable(b.Context(), c, prefix+"locks", ""); err != nil {
+		b.Fatal(err)
+	}
+	l, err := ddblock.New(c, ddblock.Options{Table: prefix + "locks"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	key := fmt.Sprintf("bench-%d", rand.Uint32())
+	opts := &distlock.Options{TTL: 10 * time.Second}
+	lat := make([]time.Duration, 0, b.N)
+	ctx := b.Context()
+	for b.Loop() {
+		start := time.Now()
+		lz, err := l.TryAcquire(ctx, key, opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := lz.Release(ctx); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	slices.Sort(lat)
+	if len(lat) > 0 {
+		b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+	}
+}
