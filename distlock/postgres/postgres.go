@@ -254,7 +254,8 @@ type session struct {
 
 	mu         sync.Mutex
 	pending    int
-	cancelWait context.CancelFunc
+	cancelWait func()
+	connGone   bool // run handed the dead connection back to the pool
 	died       error // set by run when the connection died
 	stopped    bool
 }
@@ -288,25 +289,36 @@ func (s *session) run(l *lease.Lease) {
 			return
 		}
 		// Set under mu together with the checks above, so a request or a
-		// stop that arrives later always finds a wait to interrupt.
-		wctx, cancel := context.WithCancel(context.Background())
-		s.cancelWait = cancel
+		// stop that arrives later always finds a wait to interrupt. The
+		// wait is interrupted with a read deadline in the past, not a
+		// context: whatever context handler the pool is configured with, a
+		// timed-out read leaves the idle connection usable, and no cancel
+		// request can reach the server and hit a later query.
+		interrupted := false
+		s.cancelWait = func() {
+			interrupted = true // under mu
+			_ = pg.Conn().SetReadDeadline(time.Now())
+		}
 		s.mu.Unlock()
-		err := pg.WaitForNotification(wctx)
-		interrupted := wctx.Err() != nil
+		err := pg.WaitForNotification(context.Background())
 		s.mu.Lock()
 		s.cancelWait = nil
+		wasInterrupted := interrupted
 		s.mu.Unlock()
-		cancel()
-		if interrupted || err == nil {
+		_ = pg.Conn().SetReadDeadline(time.Time{})
+		if err == nil || (wasInterrupted && !pg.IsClosed()) {
 			continue // a request or stop, or a stray notification
 		}
 		// The server ended the session (pg_terminate_backend,
 		// idle_session_timeout, shutdown) or the socket broke: the lock is
-		// gone with it.
+		// gone with it. Hand the dead connection back to the pool now
+		// (it is destroyed there) so a lease the caller never releases
+		// does not keep a pool slot.
 		s.mu.Lock()
 		s.died = err
+		s.connGone = true
 		s.mu.Unlock()
+		discard(s.conn)
 		l.Lost(fmt.Errorf("postgres: session ended: %w", err))
 		return
 	}
@@ -371,6 +383,9 @@ func (s *session) release(ctx context.Context) error {
 	s.mu.Unlock()
 	close(s.stop)
 	<-s.dead
+	s.mu.Lock()
+	gone := s.connGone
+	s.mu.Unlock()
 	switch {
 	case err == nil && unlocked:
 		s.conn.Release()
@@ -379,7 +394,9 @@ func (s *session) release(ctx context.Context) error {
 		discard(s.conn)
 		return fmt.Errorf("%w: the session did not hold the lock", distlock.ErrLeaseLost)
 	default:
-		discard(s.conn)
+		if !gone {
+			discard(s.conn)
+		}
 		if errors.Is(err, distlock.ErrLeaseLost) {
 			return err
 		}
