@@ -255,7 +255,7 @@ type session struct {
 	mu         sync.Mutex
 	pending    int
 	cancelWait func()
-	connGone   bool // run handed the dead connection back to the pool
+	connGone   bool  // run handed the dead connection back to the pool
 	died       error // set by run when the connection died
 	stopped    bool
 }
