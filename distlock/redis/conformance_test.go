@@ -1,25 +1,46 @@
 package redis_test
 
 import (
+	"sync"
 	"testing"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
-
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/redis"
+	"github.com/concurkit/concurkit/fenced"
 	"github.com/concurkit/concurkit/internal/locktest"
+	"github.com/concurkit/concurkit/internal/testenv"
 )
 
+// sharedSources gives every Locker of one (sub)test the same token source,
+// as all instances of a service share one sequence. The source's pool
+// belongs to that subtest and is closed by its cleanup, before the suite's
+// goroutine-leak check.
+type sharedSources struct {
+	mu  sync.Mutex
+	src map[string]fenced.Source
+}
+
+func (s *sharedSources) get(t *testing.T) fenced.Source {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if src, ok := s.src[t.Name()]; ok {
+		return src
+	}
+	_, src := tokenSource(t)
+	if s.src == nil {
+		s.src = map[string]fenced.Source{}
+	}
+	s.src[t.Name()] = src
+	return src
+}
+
 func TestConformance(t *testing.T) {
-	c, _ := redisEnv(t)
-	_, src := tokenSource(t) // one sequence shared by every instance
-	addr := c.Options().Addr
+	addr := testenv.RedisAddr(t)
+	var sources sharedSources
 	locktest.Run(t, func(t *testing.T) distlock.Locker {
-		// A client per Locker, as another process would have.
-		c := goredis.NewClient(&goredis.Options{Addr: addr})
-		t.Cleanup(func() { _ = c.Close() })
-		l, err := redis.New(c, src, nil)
+		c := testenv.RedisClient(t, addr, "") // a client per Locker, as another process would have
+		l, err := redis.New(c, sources.get(t), &redis.Config{FenceTTL: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}

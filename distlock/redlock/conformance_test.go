@@ -1,6 +1,7 @@
 package redlock_test
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -8,20 +9,46 @@ import (
 
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/redlock"
+	"github.com/concurkit/concurkit/fenced"
 	"github.com/concurkit/concurkit/internal/locktest"
+	"github.com/concurkit/concurkit/internal/testenv"
 )
 
+// sharedSources gives every Locker of one (sub)test the same token source,
+// as all instances of a service share one sequence. The source's pool
+// belongs to that subtest and is closed by its cleanup, before the suite's
+// goroutine-leak check.
+type sharedSources struct {
+	mu  sync.Mutex
+	src map[string]fenced.Source
+}
+
+func (s *sharedSources) get(t *testing.T) fenced.Source {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if src, ok := s.src[t.Name()]; ok {
+		return src
+	}
+	_, src := tokenSource(t)
+	if s.src == nil {
+		s.src = map[string]fenced.Source{}
+	}
+	s.src[t.Name()] = src
+	return src
+}
+
 func TestConformance(t *testing.T) {
-	cs, _ := redlockEnv(t)
-	_, src := tokenSource(t) // one sequence shared by every instance
+	addrs := testenv.RedlockAddrs(t)
+	var sources sharedSources
 	locktest.Run(t, func(t *testing.T) distlock.Locker {
-		// Clients per Locker, as another process would have.
-		nodes := make([]*goredis.Client, len(cs))
-		for i, c := range cs {
-			nodes[i] = goredis.NewClient(&goredis.Options{Addr: c.Options().Addr, ContextTimeoutEnabled: true})
+		// Clients per Locker, as another process would have;
+		// ContextTimeoutEnabled so the per-node timeout reaches the socket.
+		nodes := make([]*goredis.Client, len(addrs))
+		for i, a := range addrs {
+			nodes[i] = goredis.NewClient(&goredis.Options{Addr: a, ContextTimeoutEnabled: true})
 			t.Cleanup(func() { _ = nodes[i].Close() })
 		}
-		l, err := redlock.New(nodes, src, nil)
+		l, err := redlock.New(nodes, sources.get(t), &redlock.Config{FenceTTL: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,6 +6,7 @@ import (
 	_ "embed" // Lua scripts
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"reflect"
 	"sync"
 	"time"
@@ -32,11 +33,12 @@ const FenceKeySuffix = ":fence"
 
 // Default values of the zero Config fields.
 const (
-	DefaultNodeTimeout = 50 * time.Millisecond
-	DefaultDriftFactor = 0.01
-	DefaultRetryMin    = 5 * time.Millisecond
-	DefaultRetryMax    = 100 * time.Millisecond
-	DefaultFenceTTL    = 24 * time.Hour
+	DefaultNodeTimeout    = 50 * time.Millisecond
+	DefaultDriftFactor    = 0.01
+	DefaultRetryMin       = 5 * time.Millisecond
+	DefaultRetryMax       = 100 * time.Millisecond
+	DefaultFenceTTL       = 24 * time.Hour
+	DefaultCleanupTimeout = time.Second
 )
 
 // driftConst is the constant part of the clock-drift allowance (Redlock
@@ -75,6 +77,11 @@ type Config struct {
 	// acquired a lock key) outlives the last acquisition. Zero means
 	// DefaultFenceTTL. It is raised to the lock TTL if shorter.
 	FenceTTL time.Duration
+	// CleanupTimeout bounds each master's compare-and-delete, after a
+	// failed attempt and on Release. It is longer than NodeTimeout: a
+	// delete does not race the validity, and one that gives up leaves the
+	// lock on that master until its TTL. Zero means DefaultCleanupTimeout.
+	CleanupTimeout time.Duration
 }
 
 func (c *Config) resolve() (Config, error) {
@@ -85,7 +92,7 @@ func (c *Config) resolve() (Config, error) {
 	for _, f := range []struct {
 		name string
 		v    time.Duration
-	}{{"NodeTimeout", o.NodeTimeout}, {"Margin", o.Margin}, {"RetryMin", o.RetryMin}, {"RetryMax", o.RetryMax}, {"FenceTTL", o.FenceTTL}} {
+	}{{"NodeTimeout", o.NodeTimeout}, {"Margin", o.Margin}, {"RetryMin", o.RetryMin}, {"RetryMax", o.RetryMax}, {"FenceTTL", o.FenceTTL}, {"CleanupTimeout", o.CleanupTimeout}} {
 		if f.v < 0 {
 			return o, fmt.Errorf("%w: redlock: %s %v < 0", distlock.ErrInvalidOptions, f.name, f.v)
 		}
@@ -107,6 +114,9 @@ func (c *Config) resolve() (Config, error) {
 	}
 	if o.FenceTTL == 0 {
 		o.FenceTTL = DefaultFenceTTL
+	}
+	if o.CleanupTimeout == 0 {
+		o.CleanupTimeout = DefaultCleanupTimeout
 	}
 	return o, nil
 }
@@ -190,9 +200,9 @@ func (l *Locker) Acquire(ctx context.Context, key string, opts *distlock.Options
 	if err != nil {
 		return nil, err
 	}
-	var tok fenced.Token // reused while the lock is busy, re-minted when stale
+	var st attempts
 	ls, err := lease.Poll(ctx, lease.PollPolicy{Min: l.cfg.RetryMin, Max: l.cfg.RetryMax},
-		func(ctx context.Context) (*lease.Lease, error) { return l.try(ctx, key, o, &tok) })
+		func(ctx context.Context) (*lease.Lease, error) { return l.try(ctx, key, o, &st) })
 	if err != nil {
 		return nil, err
 	}
@@ -208,8 +218,8 @@ func (l *Locker) TryAcquire(ctx context.Context, key string, opts *distlock.Opti
 	if err != nil {
 		return nil, err
 	}
-	var tok fenced.Token
-	ls, err := l.try(ctx, key, o, &tok)
+	var st attempts
+	ls, err := l.try(ctx, key, o, &st)
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
 			err = errors.Join(err, cerr)
@@ -277,11 +287,23 @@ func count(rs []reply) tally {
 // fanout runs op on every master in parallel, each under its own
 // NodeTimeout, and waits for all of them (no request outlives the call).
 func (l *Locker) fanout(ctx context.Context, op func(ctx context.Context, c goredis.Scripter) (int64, error)) []reply {
-	out := make([]reply, len(l.nodes))
+	return l.fanoutExcept(ctx, -1, l.cfg.NodeTimeout, op)
+}
+
+// fanoutExcept is fanout without master skip (none if skip < 0), with
+// the given per-master timeout.
+func (l *Locker) fanoutExcept(ctx context.Context, skip int, timeout time.Duration, op func(ctx context.Context, c goredis.Scripter) (int64, error)) []reply {
+	nodes := l.nodes
+	if skip >= 0 {
+		nodes = make([]goredis.Scripter, 0, len(l.nodes)-1)
+		nodes = append(nodes, l.nodes[:skip]...)
+		nodes = append(nodes, l.nodes[skip+1:]...)
+	}
+	out := make([]reply, len(nodes))
 	var wg sync.WaitGroup
-	for i, c := range l.nodes {
+	for i, c := range nodes {
 		wg.Go(func() {
-			nctx, cancel := context.WithTimeout(ctx, l.cfg.NodeTimeout)
+			nctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
 			out[i].n, out[i].err = op(nctx, c)
 		})
@@ -290,8 +312,40 @@ func (l *Locker) fanout(ctx context.Context, op func(ctx context.Context, c gore
 	return out
 }
 
+// attempts is the state Acquire carries from one attempt to the next.
+type attempts struct {
+	tok fenced.Token // reused while the lock is busy, re-minted when stale
+	n   int          // attempts made
+}
+
+// acquireOn runs the acquire script on every master. On a retry (probe) it
+// first asks one random master alone and stops there if that master
+// refuses: a waiter polling a busy lock then costs one request per poll
+// instead of N. The probe is part of the attempt: its time counts against
+// the validity like the rest of the fan-out.
+func (l *Locker) acquireOn(ctx context.Context, probe bool, op func(ctx context.Context, c goredis.Scripter) (int64, error)) tally {
+	if !probe || len(l.nodes) == 1 {
+		return count(l.fanout(ctx, op))
+	}
+	i := mrand.IntN(len(l.nodes))
+	nctx, cancel := context.WithTimeout(ctx, l.cfg.NodeTimeout)
+	first := reply{}
+	first.n, first.err = op(nctx, l.nodes[i])
+	cancel()
+	if first.err == nil && first.n != 1 {
+		return count([]reply{first}) // busy or stale there: this attempt cannot be trusted to win
+	}
+	if first.err != nil {
+		return count(l.fanout(ctx, op)) // unknown: ask everyone, that master again too
+	}
+	return count(append(l.fanoutExcept(ctx, i, l.cfg.NodeTimeout, op), first))
+}
+
 // try makes one acquisition attempt; see redis.Locker for the token rule.
-func (l *Locker) try(ctx context.Context, key string, o distlock.Options, tok *fenced.Token) (*lease.Lease, error) {
+func (l *Locker) try(ctx context.Context, key string, o distlock.Options, st *attempts) (*lease.Lease, error) {
+	st.n++
+	probe := st.n > 1
+	tok := &st.tok
 	fenceTTL := max(l.cfg.FenceTTL, o.TTL)
 	keys := []string{key, key + FenceKeySuffix}
 	drift, margin := l.drift(o.TTL), l.margin(o.TTL)
@@ -313,9 +367,9 @@ func (l *Locker) try(ctx context.Context, key string, o distlock.Options, tok *f
 		value := tok.String() + ":" + rand.Text()
 		start := time.Now() // every master's TTL starts no earlier than this
 		ttlMS, tokS, fenceMS := o.TTL.Milliseconds(), tok.String(), fenceTTL.Milliseconds()
-		t = count(l.fanout(ctx, func(ctx context.Context, c goredis.Scripter) (int64, error) {
+		t = l.acquireOn(ctx, probe, func(ctx context.Context, c goredis.Scripter) (int64, error) {
 			return l.acquire.Run(ctx, c, keys, value, ttlMS, tokS, fenceMS).Int64()
-		}))
+		})
 		validity := o.TTL - time.Since(start) - drift - margin
 		if t.yes >= l.quorum && validity > 0 {
 			ls, err := l.newLease(key, *tok, value, o, start, drift, margin)
@@ -351,7 +405,7 @@ func (l *Locker) try(ctx context.Context, key string, o distlock.Options, tok *f
 // context the caller's cancellation cannot cut short.
 func (l *Locker) releaseAll(ctx context.Context, key, value string) tally {
 	ctx = context.WithoutCancel(ctx)
-	return count(l.fanout(ctx, func(ctx context.Context, c goredis.Scripter) (int64, error) {
+	return count(l.fanoutExcept(ctx, -1, l.cfg.CleanupTimeout, func(ctx context.Context, c goredis.Scripter) (int64, error) {
 		return l.release.Run(ctx, c, []string{key}, value).Int64()
 	}))
 }

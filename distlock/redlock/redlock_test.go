@@ -79,6 +79,7 @@ func TestNewBadInput(t *testing.T) {
 		{"negative margin", ok, &counter{}, &redlock.Config{Margin: -1}},
 		{"negative retry", ok, &counter{}, &redlock.Config{RetryMin: -1}},
 		{"negative fence TTL", ok, &counter{}, &redlock.Config{FenceTTL: -1}},
+		{"negative cleanup timeout", ok, &counter{}, &redlock.Config{CleanupTimeout: -1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l, err := redlock.New(tc.nodes, tc.src, tc.cfg)
