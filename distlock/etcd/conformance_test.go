@@ -23,7 +23,7 @@ func TestConformance(t *testing.T) {
 }
 
 // TestConformanceCluster runs the suite against the shared 3-member
-// cluster, with a smaller mutual-exclusion run (8 × 50 sections): every
+// cluster, with a smaller mutual-exclusion run (8 × 25 sections): every
 // write there is a quorum write.
 func TestConformanceCluster(t *testing.T) {
 	if testing.Short() {
@@ -32,7 +32,7 @@ func TestConformanceCluster(t *testing.T) {
 	suite(t, func(t testing.TB) (*clientv3.Client, string) {
 		c, _, prefix := testenv.EtcdCluster(t)
 		return c, prefix
-	}, locktest.Options{Goroutines: 8, Sections: 50})
+	}, locktest.Options{Goroutines: 8, Sections: 25})
 }
 
 func suite(t *testing.T, server func(testing.TB) (*clientv3.Client, string), opts locktest.Options) {
