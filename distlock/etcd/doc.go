@@ -9,8 +9,9 @@
 //   - Otherwise it waits, one watch at a time, for the deletion of the last
 //     key created before ours (no herd), keeping its own lease alive while
 //     waiting.
-//   - After waiting it re-reads its own key and checks that it still exists
-//     and is attached to its lease. A contender whose lease expired while
+//   - Each check of the predecessors also re-reads its own key in the same
+//     transaction, and the lock is held only if that key still exists and
+//     is attached to its lease. A contender whose lease expired while
 //     it waited (Jepsen's etcd 3.4.3 analysis, etcd issue #11456: the lock
 //     call returned after the lease was gone) gets distlock.ErrLeaseLost
 //     instead of a lock it does not hold.

@@ -254,26 +254,25 @@ func (l *Locker) newLease(key, myKey string, id clientv3.LeaseID, token fenced.T
 	if err != nil {
 		return nil, err
 	}
-	go l.watch(ls, myKey, int64(token))
+	go l.watch(ls, myKey, id, int64(token))
 	return ls, nil
 }
 
 // watch marks ls lost when its key is deleted (lease expired or revoked
-// on the server, or the key deleted by someone else).
-func (l *Locker) watch(ls *lease.Lease, myKey string, createRev int64) {
+// on the server, or the key deleted by someone else). If the watch breaks
+// and its revision has been compacted meanwhile, the key is re-read: still
+// there on our lease means still held, and watching resumes from there.
+func (l *Locker) watch(ls *lease.Lease, myKey string, id clientv3.LeaseID, createRev int64) {
 	ctx := ls.Context()
 	var clientCtx context.Context
 	if c, ok := l.c.(interface{ Ctx() context.Context }); ok {
 		clientCtx = c.Ctx()
 	}
+	from := createRev + 1
 	for ctx.Err() == nil {
-		wch := l.c.Watch(ctx, myKey, clientv3.WithRev(createRev+1), clientv3.WithFilterPut())
+		wch := l.c.Watch(ctx, myKey, clientv3.WithRev(from), clientv3.WithFilterPut())
 		for wr := range wch {
-			if err := wr.Err(); err != nil {
-				if errors.Is(err, rpctypes.ErrCompacted) {
-					ls.Lost(fmt.Errorf("%w: etcd: watch on %s compacted: %w", distlock.ErrLeaseLost, myKey, err))
-					return
-				}
+			if wr.Err() != nil {
 				break
 			}
 			for _, ev := range wr.Events {
@@ -282,18 +281,32 @@ func (l *Locker) watch(ls *lease.Lease, myKey string, createRev int64) {
 					return
 				}
 			}
+			from = wr.Header.Revision + 1
 		}
 		if clientCtx != nil && clientCtx.Err() != nil {
 			ls.Lost(fmt.Errorf("%w: etcd: client closed", distlock.ErrLeaseLost))
 			return
 		}
-		if ctx.Err() == nil { // watch channel closed: back off briefly, watch again
-			t := time.NewTimer(100 * time.Millisecond)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-			}
+		if ctx.Err() != nil {
+			return
 		}
+		// The watch ended (compaction, lost leader, stream error): back off
+		// briefly, then re-read the key before watching again.
+		t := time.NewTimer(100 * time.Millisecond)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+		resp, err := l.c.Get(ctx, myKey)
+		switch {
+		case err != nil:
+			continue // unknown: the validity deadline still bounds the lease
+		case len(resp.Kvs) != 1 || clientv3.LeaseID(resp.Kvs[0].Lease) != id || resp.Kvs[0].CreateRevision != createRev:
+			ls.Lost(fmt.Errorf("%w: etcd: lock key %s gone", distlock.ErrLeaseLost, myKey))
+			return
+		}
+		from = resp.Header.Revision + 1
 	}
 }
