@@ -20,6 +20,9 @@ var (
 	ErrInvalidKey = errors.New("distlock: invalid key")
 	// ErrInvalidOptions: a negative or otherwise unusable option value.
 	ErrInvalidOptions = errors.New("distlock: invalid options")
+	// ErrReleased is the cause (context.Cause) of a lease context that ended
+	// because its holder called Release. It does not match ErrLeaseLost.
+	ErrReleased = errors.New("distlock: released")
 )
 
 // Lease is one acquisition of a lock. Each successful Acquire or
@@ -35,9 +38,12 @@ type Lease interface {
 	// Context returns a context that is cancelled when the lease is lost,
 	// reaches the end of its safe validity (TTL minus clock drift and a
 	// safety margin) without being extended, or is released.
+	// context.Cause tells which: an error matching ErrLeaseLost (lost or
+	// expired) or ErrReleased.
 	Context() context.Context
-	// Extend renews the lease for ttl from now. It returns ErrLeaseLost if
-	// the lease was already lost or expired.
+	// Extend renews the lease for ttl from now; ttl 0 means the TTL given
+	// at acquisition. It returns ErrLeaseLost if the lease was already lost
+	// or expired.
 	Extend(ctx context.Context, ttl time.Duration) error
 	// Release gives the lock up. Releasing never removes a successor's lock.
 	// Releasing twice returns nil; releasing a lost lease returns
@@ -61,8 +67,10 @@ const (
 )
 
 // Options tune one acquisition. A nil *Options or a zero field means the
-// documented default. Backends document how they interpret TTL (e.g. a
-// ZooKeeper session timeout or an etcd lease TTL in whole seconds).
+// documented default. Each backend documents what TTL means for it: a key
+// expiry (redis, redlock), a lease duration observed by waiters (dynamodb),
+// an etcd lease TTL in whole seconds, a ZooKeeper session timeout, or the
+// PostgreSQL session's idle_session_timeout (postgres).
 type Options struct {
 	// TTL is the lease validity. Zero means DefaultTTL; negative is
 	// ErrInvalidOptions.

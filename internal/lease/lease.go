@@ -18,7 +18,7 @@ var (
 	// successful Extend.
 	ErrExpired = fmt.Errorf("%w: validity expired", distlock.ErrLeaseLost)
 	// ErrReleased is the cause when the holder called Release.
-	ErrReleased = errors.New("lease: released")
+	ErrReleased = distlock.ErrReleased
 )
 
 // Backend is what a lock backend supplies to a Lease.
