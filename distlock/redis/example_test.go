@@ -2,6 +2,7 @@ package redis_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -107,4 +108,45 @@ func Example() {
 	// Output:
 	// instances that charged: 1
 	// order-42: charged
+}
+
+// TryAcquire fails at once while another holder has the lock.
+func ExampleLocker_TryAcquire() {
+	ctx := context.Background()
+	rdb := goredis.NewClient(&goredis.Options{Addr: getenv("CONCURKIT_REDIS_ADDR", "127.0.0.1:16379")})
+	defer rdb.Close()
+	pool, err := pgxpool.New(ctx, getenv("CONCURKIT_POSTGRES_URL", "postgres://postgres@127.0.0.1:15432/postgres?sslmode=disable"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer pool.Close()
+	if err := fenced.CreatePostgresSequence(ctx, pool, "example_redis_tokens"); err != nil {
+		fmt.Println(err)
+		return
+	}
+	tokens, _ := fenced.NewPostgresSequence(pool, "example_redis_tokens")
+	locker, err := redis.New(rdb, tokens, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	first, err := locker.TryAcquire(ctx, "example:redis:report", nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	_, err = locker.TryAcquire(ctx, "example:redis:report", nil)
+	fmt.Println("second TryAcquire while held:", errors.Is(err, distlock.ErrNotAcquired))
+	_ = first.Release(ctx)
+	again, err := locker.TryAcquire(ctx, "example:redis:report", nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("after Release: true", again.Token() > first.Token())
+	_ = again.Release(ctx)
+	// Output:
+	// second TryAcquire while held: true
+	// after Release: true true
 }

@@ -2,6 +2,7 @@ package redlock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -108,4 +109,52 @@ func Example() {
 	// Output:
 	// instances that charged: 1
 	// order-42: charged
+}
+
+// TryAcquire fails at once while another holder has the lock on a
+// majority of the masters.
+func ExampleLocker_TryAcquire() {
+	ctx := context.Background()
+	var masters []*goredis.Client
+	for _, addr := range strings.Split(getenv("CONCURKIT_REDLOCK_ADDRS", "127.0.0.1:16380,127.0.0.1:16381,127.0.0.1:16382,127.0.0.1:16383,127.0.0.1:16384"), ",") {
+		c := goredis.NewClient(&goredis.Options{Addr: addr, ContextTimeoutEnabled: true})
+		defer c.Close()
+		masters = append(masters, c)
+	}
+	pool, err := pgxpool.New(ctx, getenv("CONCURKIT_POSTGRES_URL", "postgres://postgres@127.0.0.1:15432/postgres?sslmode=disable"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer pool.Close()
+	if err := fenced.CreatePostgresSequence(ctx, pool, "example_redlock_tokens"); err != nil {
+		fmt.Println(err)
+		return
+	}
+	tokens, _ := fenced.NewPostgresSequence(pool, "example_redlock_tokens")
+	locker, err := redlock.New(masters, tokens, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("quorum:", locker.Quorum())
+	first, err := locker.TryAcquire(ctx, "example:redlock:report", nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	_, err = locker.TryAcquire(ctx, "example:redlock:report", nil)
+	fmt.Println("second TryAcquire while held:", errors.Is(err, distlock.ErrNotAcquired))
+	_ = first.Release(ctx)
+	again, err := locker.TryAcquire(ctx, "example:redlock:report", nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("after Release: true", again.Token() > first.Token())
+	_ = again.Release(ctx)
+	// Output:
+	// quorum: 3
+	// second TryAcquire while held: true
+	// after Release: true true
 }

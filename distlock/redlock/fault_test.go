@@ -96,6 +96,11 @@ func TestFaults(t *testing.T) {
 	}
 
 	phase.Store(1)
+	// A lease on another key, held across the faults: Extend needs a majority.
+	held, err := l.Acquire(t.Context(), "held", &distlock.Options{TTL: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
 	waitSections(1, 20)
 
 	procs[0].Kill(t)
@@ -103,6 +108,9 @@ func TestFaults(t *testing.T) {
 	phase.Store(2)
 	waitSections(2, 20)
 	t.Logf("2 of 5 masters killed: %d critical sections", sections[2].Load())
+	if err := held.Extend(t.Context(), 10*time.Second); err != nil {
+		t.Fatalf("Extend with 3 of 5 masters = %v, want nil", err)
+	}
 
 	procs[2].Kill(t)
 	killed := time.Now()
@@ -111,6 +119,14 @@ func TestFaults(t *testing.T) {
 		t.Fatalf("TryAcquire with 2 of 5 masters = %v, want ErrNotAcquired", err)
 	} else {
 		t.Logf("TryAcquire with 3 of 5 masters down: %v", err)
+	}
+	// Extend cannot reach a majority: uncertain, not lost; the lease runs on
+	// until its current deadline.
+	if err := held.Extend(t.Context(), 10*time.Second); !errors.Is(err, redlock.ErrNoQuorum) || errors.Is(err, distlock.ErrLeaseLost) {
+		t.Fatalf("Extend with 2 of 5 masters = %v, want ErrNoQuorum", err)
+	}
+	if held.Context().Err() != nil {
+		t.Fatal("lease context ended by an uncertain Extend")
 	}
 	dctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 	start := time.Now()
@@ -136,6 +152,9 @@ func TestFaults(t *testing.T) {
 	waitSections(4, 20)
 	stop()
 	wg.Wait()
+	if err := held.Release(t.Context()); err != nil {
+		t.Fatalf("Release after the restart = %v", err)
+	}
 	t.Logf("sections per phase: all up %d, 2 down %d, 3 down %d, restarted %d",
 		sections[1].Load(), sections[2].Load(), sections[3].Load(), sections[4].Load())
 	if v := violations.Load(); v != 0 {
