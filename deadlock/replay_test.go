@@ -546,8 +546,8 @@ const (
 	// never sees a new wait. The process list is live: a primary-key
 	// SELECT ... FOR UPDATE waits for its row lock in the optimizer's
 	// const-table read, shown as state 'Statistics' while it waits.
-	myBlocked = "SELECT COUNT(*) FROM information_schema.processlist WHERE id = ? AND command IN ('Query', 'Execute') AND state = 'Statistics'"
-	myLockWait   = "SET SESSION innodb_lock_wait_timeout = 30"
+	myBlocked  = "SELECT COUNT(*) FROM information_schema.processlist WHERE id = ? AND command IN ('Query', 'Execute') AND state = 'Statistics'"
+	myLockWait = "SET SESSION innodb_lock_wait_timeout = 30"
 )
 
 func (m myReplay) setup(ctx context.Context, rows int) error {
