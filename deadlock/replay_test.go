@@ -17,6 +17,7 @@ import (
 
 	"github.com/concurkit/concurkit/deadlock"
 	"github.com/concurkit/concurkit/internal/sqlerr"
+	"github.com/concurkit/concurkit/internal/testenv"
 )
 
 // The replay cross-check. A schedule is a list of transactions, each an
@@ -437,7 +438,7 @@ func awaitDeadlock(pending []chan error, early []*error, timeout time.Duration) 
 	}
 }
 
-func replayMany(t *testing.T, db replayDB, from, count uint64) replayStats {
+func replayMany(t testing.TB, db replayDB, from, count uint64) replayStats {
 	t.Helper()
 	ctx := t.Context()
 	if err := db.setup(ctx, 8); err != nil {
@@ -610,7 +611,7 @@ func (m myReplay) blocked(ctx context.Context, tx replayTxn) (bool, error) {
 const replaySchedules = 200
 
 func TestReplayPostgres(t *testing.T) {
-	st := replayMany(t, pgReplay{pool: testPostgres(t)}, 1, replaySchedules)
+	st := replayMany(t, pgReplay{pool: testenv.Postgres(t)}, 1, replaySchedules)
 	t.Logf("PostgreSQL: %d schedules, %d deadlocks agreed (%d extra victims), %d waits agreed, %d grants agreed", st.schedules, st.deadlocks, st.extraVictims, st.waits, st.grants)
 	if st.deadlocks == 0 {
 		t.Fatal("no schedule deadlocked: the generator is too tame to test anything")
@@ -618,9 +619,42 @@ func TestReplayPostgres(t *testing.T) {
 }
 
 func TestReplayMariaDB(t *testing.T) {
-	st := replayMany(t, myReplay{db: testMySQL(t)}, 1, replaySchedules)
+	st := replayMany(t, myReplay{db: testenv.MySQL(t)}, 1, replaySchedules)
 	t.Logf("MariaDB: %d schedules, %d deadlocks agreed (%d extra victims), %d waits agreed, %d grants agreed", st.schedules, st.deadlocks, st.extraVictims, st.waits, st.grants)
 	if st.deadlocks == 0 {
 		t.Fatal("no schedule deadlocked: the generator is too tame to test anything")
+	}
+}
+
+// BenchmarkReplay runs b.N schedules per server (seeds 1..b.N) and reports
+// the agreement counts; run it with -benchtime 1000x for the 1,000-schedule
+// figure. Any disagreement fails the benchmark.
+func BenchmarkReplay(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		db   func(testing.TB) replayDB
+	}{
+		{"postgres", func(tb testing.TB) replayDB { return pgReplay{pool: testenv.Postgres(tb)} }},
+		{"mariadb", func(tb testing.TB) replayDB { return myReplay{db: testenv.MySQL(tb)} }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			db := c.db(b)
+			if err := db.setup(b.Context(), 8); err != nil {
+				b.Fatal(err)
+			}
+			var st replayStats
+			seed := uint64(1)
+			for b.Loop() {
+				if err := runReplay(b.Context(), db, genSchedule(seed), &st); err != nil {
+					b.Fatalf("schedule seed %d: %v", seed, err)
+				}
+				seed++
+				st.schedules++
+			}
+			b.ReportMetric(float64(st.schedules), "schedules")
+			b.ReportMetric(float64(st.deadlocks), "deadlocks-agreed")
+			b.ReportMetric(float64(st.extraVictims), "extra-victims")
+			b.ReportMetric(float64(st.waits), "waits-agreed")
+		})
 	}
 }
