@@ -162,7 +162,7 @@ func ExampleSimulate_compare() {
 	}
 	// Output:
 	// detect          committed 500 aborted  831 deadlocks 831 serializable true
-	// detect-periodic committed 500 aborted 1063 deadlocks 1063 serializable true
+	// detect-periodic committed 500 aborted  965 deadlocks 965 serializable true
 	// wait-die        committed 500 aborted 1807 deadlocks   0 serializable true
 	// wound-wait      committed 500 aborted 1518 deadlocks   0 serializable true
 	// no-wait         committed 500 aborted 2501 deadlocks   0 serializable true

@@ -85,8 +85,10 @@ type txnState struct {
 	held    []*lockState
 	waitOn  *lockState // nil when not waiting
 	waitMod Mode
-	mark    uint64 // BFS epoch
+	mark    uint64 // forward search epoch: reachable from the start
 	parent  *txnState
+	bmark   uint64 // backward search epoch: reaches the start
+	bparent *txnState
 }
 
 // LockManager is a strict two-phase-locking lock manager: shared and
@@ -114,6 +116,7 @@ type LockManager struct {
 	freeT []*txnState
 	epoch uint64
 	bfs   []*txnState
+	bfsB  []*txnState
 	buf   []*txnState
 	grant []Grant
 }
@@ -453,13 +456,50 @@ func (m *LockManager) waitersBehind(txn TxnID, dst []TxnID) []TxnID {
 	return dst
 }
 
+// appendWaiters appends the transactions that wait for u: its in-edges.
+// They are the conflicting requests queued on the resources u holds and
+// the conflicting requests queued behind u's own request.
+func appendWaiters(u *txnState, dst []*txnState) []*txnState {
+	for _, l := range u.held {
+		var um Mode
+		for _, h := range l.holders {
+			if h.t == u {
+				um = h.mode
+				break
+			}
+		}
+		for _, q := range l.queue {
+			if q.t != u && !compatible(um, q.mode) {
+				dst = append(dst, q.t)
+			}
+		}
+	}
+	if l := u.waitOn; l != nil {
+		behind := false
+		for _, q := range l.queue {
+			if q.t == u {
+				behind = true
+				continue
+			}
+			if behind && !compatible(q.mode, u.waitMod) {
+				dst = append(dst, q.t)
+			}
+		}
+	}
+	return dst
+}
+
 // FindCycle reports a cycle of the wait-for graph through txn: the
 // transactions in wait order starting with txn (txn waits for the second,
-// ..., the last waits for txn), or nil if there is none. The search is a
-// breadth-first walk from txn, so it touches only the edges reachable from
-// txn and returns a shortest cycle. Under detection on every wait, a new
-// cycle always passes through the transaction that just started waiting, so
-// calling FindCycle for it finds every deadlock.
+// ..., the last waits for txn), or nil if there is none. Under detection on
+// every wait, a new cycle always passes through the transaction that just
+// started waiting, so calling FindCycle for it finds every deadlock.
+//
+// The search is bidirectional and breadth-first: forward along the waits
+// of txn and backward along the waits for txn, always extending the
+// smaller frontier, until the two meet (a cycle) or either side runs out
+// (none). It touches only edges reachable from txn, and usually far fewer:
+// a transaction nobody waits for costs a look at its own locks.
 func (m *LockManager) FindCycle(txn TxnID) []TxnID {
 	t := m.txns[txn]
 	if t == nil || t.waitOn == nil {
@@ -467,33 +507,58 @@ func (m *LockManager) FindCycle(txn TxnID) []TxnID {
 	}
 	m.epoch++
 	ep := m.epoch
-	t.mark = ep
-	t.parent = nil
-	q := append(m.bfs[:0], t)
-	defer func() { m.bfs = q[:0] }()
-	for i := 0; i < len(q); i++ {
-		u := q[i]
-		m.buf = appendBlockers(u, m.buf[:0])
-		for _, b := range m.buf {
-			if b == t {
-				var cyc []TxnID
-				for x := u; x != nil; x = x.parent {
-					cyc = append(cyc, x.id)
+	t.mark, t.bmark = ep, ep
+	t.parent, t.bparent = nil, nil
+	fq := append(m.bfs[:0], t)
+	bq := append(m.bfsB[:0], t)
+	defer func() { m.bfs, m.bfsB = fq[:0], bq[:0] }()
+	fi, bi := 0, 0
+	for fi < len(fq) && bi < len(bq) {
+		if len(fq)-fi <= len(bq)-bi {
+			u := fq[fi]
+			fi++
+			m.buf = appendBlockers(u, m.buf[:0])
+			for _, b := range m.buf {
+				if b.bmark == ep { // u -> b ->* t
+					return joinCycle(u, b)
 				}
-				slices.Reverse(cyc)
-				return cyc
+				if b.mark != ep {
+					b.mark, b.parent = ep, u
+					if b.waitOn != nil {
+						fq = append(fq, b)
+					}
+				}
 			}
-			if b.mark == ep {
-				continue
-			}
-			b.mark = ep
-			b.parent = u
-			if b.waitOn != nil {
-				q = append(q, b)
+		} else {
+			v := bq[bi]
+			bi++
+			m.buf = appendWaiters(v, m.buf[:0])
+			for _, w := range m.buf {
+				if w.mark == ep { // t ->* w -> v
+					return joinCycle(w, v)
+				}
+				if w.bmark != ep {
+					w.bmark, w.bparent = ep, v
+					bq = append(bq, w)
+				}
 			}
 		}
 	}
 	return nil
+}
+
+// joinCycle builds the cycle t ->* u -> b ->* t from the forward parents of
+// u and the backward parents of b.
+func joinCycle(u, b *txnState) []TxnID {
+	var cyc []TxnID
+	for x := u; x != nil; x = x.parent {
+		cyc = append(cyc, x.id)
+	}
+	slices.Reverse(cyc)
+	for x := b; x.bparent != nil; x = x.bparent {
+		cyc = append(cyc, x.id)
+	}
+	return cyc
 }
 
 // Check verifies the lock table's invariants and returns a description of
