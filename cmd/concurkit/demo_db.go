@@ -131,8 +131,9 @@ func postgresStrategies(pool *pgxpool.Pool) []strategy {
 	// locked buys inside a transaction after locking the row with lock.
 	locked := func(lock pessimistic.Lock, opts pessimistic.Options) func(context.Context, retry.Policy) error {
 		return func(ctx context.Context, p retry.Policy) error {
-			opts.Retry = p
-			return pessimistic.InTx(ctx, pool, &opts, func(ctx context.Context, tx pgx.Tx) error {
+			o := opts // each buyer its own copy: the closure is shared
+			o.Retry = p
+			return pessimistic.InTx(ctx, pool, &o, func(ctx context.Context, tx pgx.Tx) error {
 				if _, err := pessimistic.LockRows(ctx, tx, "inventory", "id", []int64{1}, lock); err != nil {
 					return err
 				}
@@ -173,8 +174,9 @@ func mysqlStrategies(db *sql.DB) []strategy {
 	}
 	locked := func(lock pessimistic.Lock, opts pessimistic.Options) func(context.Context, retry.Policy) error {
 		return func(ctx context.Context, p retry.Policy) error {
-			opts.Retry = p
-			return pessimistic.InTxMySQL(ctx, db, &opts, func(ctx context.Context, tx *sql.Tx) error {
+			o := opts // each buyer its own copy: the closure is shared
+			o.Retry = p
+			return pessimistic.InTxMySQL(ctx, db, &o, func(ctx context.Context, tx *sql.Tx) error {
 				if _, err := pessimistic.LockRowsMySQL(ctx, tx, "inventory", "id", []int64{1}, lock); err != nil {
 					return err
 				}
