@@ -71,11 +71,12 @@ pid_of() {
 	local f=$RUN/$1.pid pid st
 	[[ -f $f ]] || return 1
 	read -r pid st <"$f" || return 1
-	[[ -n $pid && "$(start_time "$pid" 2>/dev/null)" == "$st" ]] || return 1
+	[[ -n $pid && -n $st && "$(start_time "$pid" 2>/dev/null)" == "$st" ]] || return 1
 	echo "$pid"
 }
 
-record_pid() { echo "$2 $(start_time "$2")" >"$RUN/$1.pid"; }
+# record_pid NAME PID (a process that already exited is recorded as dead).
+record_pid() { echo "$2 $(start_time "$2" || echo gone)" >"$RUN/$1.pid"; }
 
 # tcp_send PORT DATA: send DATA, print the reply (bounded by a 2 s timeout).
 tcp_send() {
@@ -304,7 +305,14 @@ stop() {
 	if pid_of "$n" >/dev/null; then
 		say "$n (pid $pid) did not stop after ${grace}s: SIGKILL"
 		kill -s KILL "$pid" 2>/dev/null || true
-		while pid_of "$n" >/dev/null; do sleep 0.1; done
+		for ((i = 0; i < 100; i++)); do
+			pid_of "$n" >/dev/null || break
+			sleep 0.1
+		done
+		if pid_of "$n" >/dev/null; then
+			say "$n (pid $pid) survived SIGKILL for 10 s"
+			return 1
+		fi
 	fi
 	rm -f "$RUN/$n.pid" "$RUN/$n.profile"
 	rm -rf "${STATE:?}/$n"
