@@ -3,6 +3,7 @@ package testenv_test
 import (
 	"context"
 	"errors"
+	neturl "net/url"
 	"strings"
 	"testing"
 	"time"
@@ -81,6 +82,15 @@ func TestPostgresURLAndPoolFor(t *testing.T) {
 	var id int
 	if err := conn.QueryRow(t.Context(), "SELECT id FROM items").Scan(&id); err != nil || id != 7 {
 		t.Fatalf("second connection reads %d, %v; want 7", id, err)
+	}
+	// Tools such as golang-migrate parse and re-encode the URL's query.
+	u, err := neturl.Parse(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.RawQuery = u.Query().Encode()
+	if got := currentSchema(t, testenv.PostgresConn(t, u.String())); got != s {
+		t.Fatalf("re-encoded URL %s lands in schema %q, want %q", u, got, s)
 	}
 }
 
