@@ -3,7 +3,9 @@
 #   make services   start every test server (scripts/services.sh up, fast profile)
 #   make test       services, go vet, gofmt, go test -race, short fuzz runs
 #   make bench      servers with durable settings, then the contention benchmarks
+#   make status     which servers are up
 #   make down       stop the servers started by scripts/services.sh
+#   make unit | fuzz | vet | fmt-check    single phases of `make test`
 #
 # Works from a fresh clone with only Go installed: scripts/services.sh installs
 # the servers (apt, npm) on first use. Every phase prints its duration.
@@ -15,6 +17,8 @@ GO           ?= go
 SERVICES     := scripts/services.sh
 TIMED        := scripts/timed.sh
 TEST_TIMEOUT ?= 12m
+# Extra `go test` flags, e.g. TESTFLAGS=-count=1 to bypass the test cache.
+TESTFLAGS    ?=
 FUZZTIME     ?= 10s
 # Fuzz targets run by `make test`, as pkg/path:FuzzName (space separated).
 FUZZ         ?=
@@ -22,7 +26,7 @@ FUZZ         ?=
 # Load the servers' endpoints (CONCURKIT_*) into the recipe's shell.
 WITH_ENV := eval "$$($(SERVICES) env)";
 
-.PHONY: services test vet fmt-check unit fuzz bench down
+.PHONY: services status test vet fmt-check unit fuzz bench down
 
 services:
 	@$(TIMED) "services up" $(SERVICES) up --profile fast
@@ -39,7 +43,7 @@ test: services
 	@$(WITH_ENV) \
 	$(TIMED) "go vet" $(GO) vet ./...; \
 	$(TIMED) "gofmt -l" bash -c '$(FMT_CHECK)'; \
-	$(TIMED) "go test -race" $(GO) test -race -timeout $(TEST_TIMEOUT) ./...; \
+	$(TIMED) "go test -race" $(GO) test -race -timeout $(TEST_TIMEOUT) $(TESTFLAGS) ./...; \
 	$(FUZZ_RUN)
 
 vet:
@@ -49,7 +53,7 @@ fmt-check:
 	@$(FMT_CHECK)
 
 unit: services
-	@$(WITH_ENV) $(GO) test -race -timeout $(TEST_TIMEOUT) ./...
+	@$(WITH_ENV) $(GO) test -race -timeout $(TEST_TIMEOUT) $(TESTFLAGS) ./...
 
 fuzz: services
 	@$(WITH_ENV) $(FUZZ_RUN)
@@ -57,6 +61,9 @@ fuzz: services
 bench:
 	@$(TIMED) "services up (durable)" $(SERVICES) up --profile durable
 	@$(WITH_ENV) $(TIMED) "bench" $(GO) run ./cmd/concurkit bench
+
+status:
+	@$(SERVICES) status
 
 down:
 	@$(SERVICES) down
