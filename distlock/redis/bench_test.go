@@ -2,6 +2,7 @@ package redis_test
 
 import (
 	"context"
+	"crypto/rand"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -31,7 +32,9 @@ func benchAcquireRelease(b *testing.B, src fenced.Source) {
 		b.Fatal(err)
 	}
 	ctx := context.Background()
-	key := prefix + b.Name() // one key per token source: they must not share keys
+	// A fresh key per call: each call brings a new token source, and one key
+	// must only ever see tokens of one source (see the package doc).
+	key := prefix + b.Name() + "/" + rand.Text()
 	opts := &distlock.Options{TTL: 10 * time.Second}
 	h := hdrhistogram.New(1, int64(10*time.Second/time.Microsecond), 3)
 	for b.Loop() {
