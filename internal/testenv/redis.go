@@ -64,7 +64,8 @@ func Redlock(t testing.TB) ([]*redis.Client, string) {
 	return cs, prefix
 }
 
-// RedisClient returns a client for addr (PoolSize RedisPoolSize), closed at
+// RedisClient returns a client for addr (PoolSize RedisPoolSize, no retries,
+// ContextTimeoutEnabled so a context deadline bounds each call), closed at
 // cleanup, after deleting the keys that start with prefix (none if prefix is
 // empty). Useful with the Addr of a Proc from StartRedis.
 func RedisClient(t testing.TB, addr, prefix string) *redis.Client {
@@ -74,6 +75,8 @@ func RedisClient(t testing.TB, addr, prefix string) *redis.Client {
 		PoolSize: RedisPoolSize,
 		// Fault tests kill servers: give up quickly instead of retrying.
 		MaxRetries: -1,
+		// Per-call context deadlines reach the socket (per-node timeouts).
+		ContextTimeoutEnabled: true,
 	})
 	t.Cleanup(func() {
 		defer func() { _ = c.Close() }()
