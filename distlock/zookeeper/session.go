@@ -2,8 +2,11 @@ package zookeeper
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"sync"
 	"time"
 
@@ -37,19 +40,56 @@ type session struct {
 	cancel context.CancelCauseFunc
 	ready  chan struct{} // closed when the next epoch starts
 	closed bool
+
+	// Settling after a reconnection with the same session, see settle.
+	lastSID  int64
+	pending  bool
+	settleBy *time.Timer
 }
+
+// settleDelay bounds how long an epoch start waits for the client to
+// re-register its watches after reconnecting with the same session.
+const settleDelay = 50 * time.Millisecond
+
+// opSetWatches is the ZooKeeper protocol opcode of the request with which
+// the client re-registers its watches after reconnecting.
+const opSetWatches = 101
 
 func (l *Locker) dial(timeout time.Duration) (*session, error) {
 	s := &session{timeout: timeout, ready: make(chan struct{})}
 	s.ctx, s.stop = context.WithCancel(context.Background())
+	dialer := func(network, addr string, timeout time.Duration) (net.Conn, error) {
+		c, err := l.dialer(network, addr, timeout)
+		if err != nil {
+			return nil, err
+		}
+		return &settleConn{Conn: c, s: s}, nil
+	}
+	s.mu.Lock() // the event callback may run before Connect returns
+	defer s.mu.Unlock()
 	conn, events, err := zk.Connect(l.servers, timeout,
-		zk.WithDialer(l.dialer), zk.WithLogger(l.logger), zk.WithLogInfo(false),
+		zk.WithDialer(dialer), zk.WithLogger(l.logger), zk.WithLogInfo(false),
 		zk.WithEventCallback(s.onEvent))
 	if err != nil {
 		return nil, fmt.Errorf("zookeeper: connect: %w", err)
 	}
 	s.conn, s.events = conn, events
 	return s, nil
+}
+
+// settleConn reports the client's set-watches request to its session.
+type settleConn struct {
+	net.Conn
+	s *session
+}
+
+func (c *settleConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	// A request packet: length(4) xid(4) opcode(4) ...
+	if err == nil && len(b) >= 12 && binary.BigEndian.Uint32(b[8:12]) == opSetWatches {
+		c.s.settle()
+	}
+	return n, err
 }
 
 // onEvent runs on the client's event loop; it must not block nor call the
@@ -62,10 +102,28 @@ func (s *session) onEvent(ev zk.Event) {
 	defer s.mu.Unlock()
 	switch ev.State {
 	case zk.StateHasSession:
-		if s.live == nil && !s.closed {
-			s.live, s.cancel = context.WithCancelCause(context.Background())
-			close(s.ready)
+		if s.live != nil || s.closed || s.pending {
+			return
 		}
+		sid := int64(0)
+		if s.conn != nil {
+			sid = s.conn.SessionID()
+		}
+		if sid == 0 || sid != s.lastSID {
+			// A new session has no watches to re-register.
+			s.lastSID = sid
+			s.startEpochLocked()
+			return
+		}
+		// Same session: the client re-registers its watches right after
+		// this event. Requests of ours sent before that request could
+		// trip a data race inside go-zookeeper v1.0.4 (Conn.lastZxid is
+		// read by sendSetWatches and written by recvLoop without
+		// synchronisation; go-zookeeper/zk#35), so the epoch starts once
+		// the set-watches request is on the wire, or after settleDelay if
+		// there were no watches to re-register.
+		s.pending = true
+		s.settleBy = time.AfterFunc(settleDelay, s.settle)
 	case zk.StateConnected, zk.StateSyncConnected, zk.StateSaslAuthenticated:
 		// TCP connected or authenticated: no session event.
 	default: // Disconnected, Connecting, Expired, AuthFailed, ...
@@ -77,7 +135,30 @@ func (s *session) onEvent(ev zk.Event) {
 	}
 }
 
+func (s *session) startEpochLocked() {
+	s.live, s.cancel = context.WithCancelCause(context.Background())
+	close(s.ready)
+}
+
+// settle starts the epoch deferred by a reconnection with the same session.
+func (s *session) settle() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.pending {
+		return
+	}
+	s.pending = false
+	s.settleBy.Stop()
+	if s.live == nil && !s.closed {
+		s.startEpochLocked()
+	}
+}
+
 func (s *session) endEpochLocked(cause error) {
+	if s.pending {
+		s.pending = false
+		s.settleBy.Stop()
+	}
 	if s.live == nil {
 		return
 	}
@@ -129,34 +210,64 @@ func (s *session) close() {
 // it would block the lock for everybody. A background reaper deletes it
 // after reconnecting with the same session (if the session changed, the
 // server has deleted it already). remove reports the first attempt's
-// error; reaped reports (if not nil) when the node is gone.
+// error; reaped, if not nil, receives the final outcome.
 func (s *session) remove(path string, version int32, sid int64, reaped chan<- error) error {
-	err := s.conn.Delete(path, version)
-	if !isConnErr(err) {
+	return s.background(sid, func() error { return s.conn.Delete(path, version) }, reaped)
+}
+
+// background runs fn on session sid: at once if connected, else (and after
+// a connection error) in a goroutine that waits for the reconnection. It
+// gives up when the session changed (the server deleted our ephemeral
+// nodes) or the Locker closes. It returns fn's first error, or errPending
+// if fn could not run yet; done, if not nil, receives the final outcome.
+func (s *session) background(sid int64, fn func() error, done chan<- error) error {
+	err := errPending
+	s.mu.Lock()
+	connected := s.live != nil && s.live.Err() == nil
+	s.mu.Unlock()
+	// While disconnected, a request would wait in the client's queue and go
+	// out before the client re-registers its watches (see onEvent).
+	if connected {
+		if err = fn(); !isConnErr(err) {
+			if done != nil {
+				done <- err
+			}
+			return err
+		}
+	}
+	s.mu.Lock()
+	if s.closed { // the session's end deletes our nodes
+		s.mu.Unlock()
+		if done != nil {
+			done <- errClosed
+		}
 		return err
 	}
 	s.reapers.Add(1)
+	s.mu.Unlock()
 	go func() {
 		defer s.reapers.Done()
-		rerr := s.reap(path, version, sid)
-		if reaped != nil {
-			reaped <- rerr
+		rerr := s.retry(sid, fn)
+		if done != nil {
+			done <- rerr
 		}
 	}()
 	return err
 }
 
-func (s *session) reap(path string, version int32, sid int64) error {
+// errPending: a background operation waits for the reconnection.
+var errPending = fmt.Errorf("zookeeper: not connected: %w", zk.ErrConnectionClosed)
+
+func (s *session) retry(sid int64, fn func() error) error {
 	for {
 		live, err := s.waitLive(s.ctx)
 		if err != nil {
-			return err // closed: the session's end deletes the node
+			return err // closed: the session's end deletes our nodes
 		}
 		if s.conn.SessionID() != sid {
-			return zk.ErrNoNode // expired: the server deleted it
+			return zk.ErrNoNode // expired: the server deleted them
 		}
-		err = s.conn.Delete(path, version)
-		if !isConnErr(err) {
+		if err := fn(); !isConnErr(err) {
 			return err
 		}
 		pause(s.ctx, live)
@@ -166,6 +277,11 @@ func (s *session) reap(path string, version int32, sid int64) error {
 // isConnErr reports errors after which the outcome of a request is unknown
 // or the request never reached the server: retry after reconnecting.
 func isConnErr(err error) bool {
+	if err == nil {
+		return false
+	}
+	var opErr *net.OpError // the client passes a failed socket write through as is
 	return errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer) ||
-		errors.Is(err, zk.ErrSessionMoved) || errors.Is(err, zk.ErrSessionExpired)
+		errors.Is(err, zk.ErrSessionMoved) || errors.Is(err, zk.ErrSessionExpired) ||
+		errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) || errors.As(err, &opErr)
 }

@@ -449,13 +449,17 @@ func (c *contender) mkdirs() error {
 // failed or abandoned acquisition; if ZooKeeper is unreachable, a reaper
 // removes it after reconnecting, so the caller is not held up.
 func (c *contender) cleanup() {
-	if c.pendingGUID != "" && c.pendingSID == c.s.conn.SessionID() {
-		if name, err := c.find(c.pendingGUID); err == nil && name != "" {
-			_ = c.s.remove(c.dir+"/"+name, -1, c.pendingSID, nil)
-		}
-		// A connection error here leaves a node only if the create was
-		// applied; it goes with the session, as in Curator's background
-		// find-and-delete when it gives up.
+	if guid, sid := c.pendingGUID, c.pendingSID; guid != "" {
+		// The create may have been applied: find the node by its GUID (as
+		// Curator's background find-and-delete does when it gives up).
+		_ = c.s.background(sid, func() error {
+			name, err := c.find(guid)
+			if err != nil || name == "" {
+				return err
+			}
+			return c.s.conn.Delete(c.dir+"/"+name, -1)
+		}, nil)
+		c.pendingGUID = ""
 	}
 	if c.node != "" {
 		_ = c.s.remove(c.dir+"/"+c.node, -1, c.sid, nil)
@@ -534,12 +538,16 @@ func (c *contender) hold(key string, live context.Context) (distlock.Lease, erro
 	c.node = "" // owned by the lease now
 	c.l.watchers.Add(1)
 	c.l.mu.Unlock()
-	go c.l.watch(ls, live, ch, path)
+	go c.l.watch(ls, live, ch, c.s, path, version, sid)
 	return ls, nil
 }
 
-// watch marks ls lost when its epoch ends or its node is deleted.
-func (l *Locker) watch(ls *lease.Lease, live context.Context, ch <-chan zk.Event, path string) {
+// watch marks ls lost when its epoch ends or its node is deleted. A lease
+// lost to a disconnection also gives its node up (at once, or via the
+// reaper after reconnecting): once the holder has been told it may no
+// longer hold the lock, keeping the node would only block the waiters,
+// even if the holder never calls Release.
+func (l *Locker) watch(ls *lease.Lease, live context.Context, ch <-chan zk.Event, s *session, path string, version int32, sid int64) {
 	defer l.watchers.Done()
 	for {
 		select {
@@ -547,6 +555,9 @@ func (l *Locker) watch(ls *lease.Lease, live context.Context, ch <-chan zk.Event
 			return
 		case <-live.Done():
 			ls.Lost(context.Cause(live))
+			if !errors.Is(context.Cause(live), errClosed) {
+				_ = s.remove(path, version, sid, nil)
+			}
 			return
 		case ev := <-ch:
 			switch ev.Type {

@@ -316,3 +316,49 @@ func TestAbandonedWaitWhileDisconnected(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestSuspendedLeaseGivesUpNode: a holder loses its connection for less
+// than the session timeout, so its session (and node) survive. Its lease
+// is lost (it cannot know the session survived); the node is deleted after
+// reconnecting even though the holder never calls Release, so the waiter
+// is not blocked by a lock nobody holds.
+func TestSuspendedLeaseGivesUpNode(t *testing.T) {
+	servers, root := testenv.ZooKeeper(t)
+	net := &faultyNet{}
+	a := newLocker(t, servers, &zookeeper.Config{Root: root, Dialer: net.Dial})
+	b := newLocker(t, servers, &zookeeper.Config{Root: root})
+	conn := testenv.ZooKeeperConn(t, servers)
+	opts := &distlock.Options{TTL: 20 * time.Second} // the session outlives the blip
+
+	la, err := a.Acquire(t.Context(), "k", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan distlock.Lease, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second) // < the session timeout
+		defer cancel()
+		ls, err := b.Acquire(ctx, "k", opts)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- ls
+	}()
+	waitChildren(t, conn, root+"/k", func(n int) bool { return n == 2 })
+	net.partition()
+	<-la.Context().Done()
+	net.heal()
+	lb := <-got
+	if lb == nil {
+		t.FailNow()
+	}
+	if lb.Token() <= la.Token() {
+		t.Fatalf("token %d <= %d", lb.Token(), la.Token())
+	}
+	if err := la.Release(t.Context()); !errors.Is(err, distlock.ErrLeaseLost) {
+		t.Fatalf("A.Release = %v, want ErrLeaseLost", err)
+	}
+	if err := lb.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
