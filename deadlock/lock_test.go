@@ -185,10 +185,10 @@ func TestAcquireErrors(t *testing.T) {
 // after every step that no resource is held in incompatible modes and that
 // the queues are consistent; at the end every transaction got to finish.
 func TestLockManagerRandom(t *testing.T) {
-	for seed := uint64(1); seed <= 50; seed++ {
+	for seed := uint64(1); seed <= 200; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 99))
 		var m deadlock.LockManager
-		const txns, res = 12, 6
+		txns, res := 6+int(seed%25), 2+int(seed%9)
 		waiting := map[deadlock.TxnID]bool{}
 		steps := map[deadlock.TxnID]int{}
 		done := 0
@@ -225,6 +225,7 @@ func TestLockManagerRandom(t *testing.T) {
 				t.Fatal(err)
 			}
 			if st == deadlock.Waiting {
+				crossCheckCycles(t, &m)
 				waiting[id] = true
 				for c := m.FindCycle(id); c != nil; c = m.FindCycle(id) {
 					if c[0] != id {
@@ -245,9 +246,55 @@ func TestLockManagerRandom(t *testing.T) {
 					t.Fatalf("seed %d: undetected cycle %v", seed, c)
 				}
 			}
+			crossCheckCycles(t, &m)
 		}
 		if g := m.Graph(); len(g.Edges) != 0 {
 			t.Fatalf("seed %d: edges left %v", seed, g.Edges)
+		}
+	}
+}
+
+// crossCheckCycles compares FindCycle with a plain search of the full
+// wait-for graph (Graph's edges): for every waiting transaction, a cycle
+// through it exists exactly when FindCycle reports one, and the reported
+// cycle follows real edges.
+func crossCheckCycles(t *testing.T, m *deadlock.LockManager) {
+	t.Helper()
+	adj := map[deadlock.TxnID][]deadlock.TxnID{}
+	edge := map[[2]deadlock.TxnID]bool{}
+	for _, e := range m.Graph().Edges {
+		adj[e.From] = append(adj[e.From], e.To)
+		edge[[2]deadlock.TxnID{e.From, e.To}] = true
+	}
+	for start := range adj {
+		seen := map[deadlock.TxnID]bool{}
+		stack := slices.Clone(adj[start])
+		onCycle := false
+		for len(stack) > 0 && !onCycle {
+			x := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if x == start {
+				onCycle = true
+			}
+			if !seen[x] {
+				seen[x] = true
+				stack = append(stack, adj[x]...)
+			}
+		}
+		c := m.FindCycle(start)
+		if onCycle != (c != nil) {
+			t.Fatalf("T%d: full graph has cycle=%v, FindCycle = %v", start, onCycle, c)
+		}
+		for i := range c {
+			if !edge[[2]deadlock.TxnID{c[i], c[(i+1)%len(c)]}] {
+				t.Fatalf("FindCycle(%d) = %v uses a missing edge T%d->T%d", start, c, c[i], c[(i+1)%len(c)])
+			}
+		}
+		if len(c) > 0 && c[0] != start {
+			t.Fatalf("FindCycle(%d) = %v", start, c)
+		}
+		if u := slices.Compact(slices.Sorted(slices.Values(c))); len(u) != len(c) {
+			t.Fatalf("FindCycle(%d) = %v is not a simple cycle", start, c)
 		}
 	}
 }
