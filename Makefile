@@ -2,7 +2,8 @@
 #
 #   make services   start every test server (scripts/services.sh up, fast profile)
 #   make test       services, go vet, gofmt, go test -race, short fuzz runs
-#   make bench      servers with durable settings, then the contention benchmarks
+#   make bench      servers with durable settings, then the contention demo
+#                   (64 buyers of the last item under each strategy)
 #   make status     which servers are up
 #   make down       stop the servers started by scripts/services.sh
 #   make unit | fuzz | vet | fmt-check    single phases of `make test`
@@ -19,9 +20,15 @@ TIMED        := scripts/timed.sh
 TEST_TIMEOUT ?= 12m
 # Extra `go test` flags, e.g. TESTFLAGS=-count=1 to bypass the test cache.
 TESTFLAGS    ?=
-FUZZTIME     ?= 10s
-# Fuzz targets run by `make test`, as pkg/path:FuzzName (space separated).
-FUZZ         ?=
+FUZZTIME     ?= 5s
+# Fuzz targets run by `make test`, as pkg/path:FuzzName (space separated):
+# everything that builds SQL from caller-supplied names or parses input.
+FUZZ         ?= internal/ident:FuzzPostgres internal/ident:FuzzMySQL \
+                migrations:FuzzTemplate \
+                optimistic:FuzzPostgresStatement optimistic:FuzzMySQLStatement \
+                upsert:FuzzPostgresStatements upsert:FuzzMySQLStatements \
+                pessimistic:FuzzLockClause pessimistic:FuzzClaimSQL \
+                fenced:FuzzGuardSQL
 
 # Load the servers' endpoints (CONCURKIT_*) into the recipe's shell.
 WITH_ENV := eval "$$($(SERVICES) env)";
@@ -60,7 +67,7 @@ fuzz: services
 
 bench:
 	@$(TIMED) "services up (durable)" $(SERVICES) up --profile durable
-	@$(WITH_ENV) $(TIMED) "bench" $(GO) run ./cmd/concurkit bench
+	@$(WITH_ENV) $(TIMED) "demo" $(GO) run ./cmd/concurkit demo
 
 status:
 	@$(SERVICES) status
