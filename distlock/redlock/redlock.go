@@ -54,8 +54,8 @@ var ErrNoQuorum = errors.New("redlock: no quorum")
 // Config tunes a Locker. A nil *Config or a zero field means the documented
 // default; a negative field is distlock.ErrInvalidOptions. New copies it.
 type Config struct {
-	// NodeTimeout bounds each request to one master (acquire, extend,
-	// release). Zero means DefaultNodeTimeout. Keep it far below the TTL:
+	// NodeTimeout bounds each acquire and extend request to one master
+	// (deletes use CleanupTimeout). Zero means DefaultNodeTimeout. Keep it far below the TTL:
 	// a slow master must not eat the validity.
 	NodeTimeout time.Duration
 	// DriftFactor scales the clock-drift allowance DriftFactor·TTL + 2 ms
@@ -189,7 +189,9 @@ func (l *Locker) Quorum() int { return l.quorum }
 // within its validity, or ctx ends. Failed attempts (busy, no majority,
 // validity used up, masters down) are retried with full-jitter backoff
 // (Config.RetryMin/RetryMax) after deleting the attempt's lock on every
-// master.
+// master. A retry first asks one random master and goes on to the others
+// only if that one accepted (or did not answer), so polling a busy lock
+// costs one request per poll.
 //
 // It returns distlock.ErrInvalidKey for an empty key,
 // distlock.ErrInvalidOptions for a negative TTL or one too short to leave
