@@ -52,7 +52,15 @@
 // the reconnection; after that, and for abandoned waits at once, a
 // background reaper deletes the node as soon as the client is back on the
 // same session (if the session expired instead, the server deleted it).
-// Close waits for the reapers.
+// Close waits for the reapers. A lease lost to a disconnection gives its
+// node up the same way, whether or not the holder calls Release: once the
+// holder has been told it may have lost the lock, the node would only block
+// the waiters.
+//
+// After reconnecting with the same session, new requests wait until the
+// client has re-sent its watches (at most 50 ms): go-zookeeper v1.0.4 reads
+// and writes Conn.lastZxid without synchronisation around that request
+// (go-zookeeper/zk#35), which the race detector reports otherwise.
 //
 // # Keys and paths
 //
