@@ -11,6 +11,5 @@ import (
 // (no minting, no retry) and returns its raw answer: 1 acquired, 0 busy,
 // -1 stale token. Tests use it to show the highest-token check.
 func (l *Locker) AttemptWithToken(ctx context.Context, key string, ttl time.Duration, tok fenced.Token) (int64, error) {
-	return l.acquire.Run(ctx, l.client, []string{key, key + FenceKeySuffix},
-		tok.String()+":test", ttl.Milliseconds(), tok.String(), DefaultFenceTTL.Milliseconds()).Int64()
+	return l.scripts.Acquire(ctx, l.client, key, tok.String()+":test", ttl, tok, DefaultFenceTTL)
 }

@@ -2,33 +2,22 @@ package redis
 
 import (
 	"context"
-	"crypto/rand"
-	_ "embed" // Lua scripts
 	"errors"
 	"fmt"
-	"reflect"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/concurkit/concurkit/distlock"
+	"github.com/concurkit/concurkit/distlock/internal/redisnode"
 	"github.com/concurkit/concurkit/fenced"
 	"github.com/concurkit/concurkit/internal/lease"
-)
-
-var (
-	//go:embed acquire.lua
-	acquireLua string
-	//go:embed extend.lua
-	extendLua string
-	//go:embed release.lua
-	releaseLua string
 )
 
 // FenceKeySuffix is appended to a lock key to name the key that records the
 // highest fencing token that acquired the lock. Do not use a lock key that
 // equals another lock key plus this suffix.
-const FenceKeySuffix = ":fence"
+const FenceKeySuffix = redisnode.FenceKeySuffix
 
 // Default values of the zero Config fields.
 const (
@@ -66,27 +55,13 @@ func (c *Config) resolve() (Config, error) {
 	if c != nil {
 		o = *c
 	}
-	for _, f := range []struct {
-		name string
-		v    time.Duration
-	}{{"Margin", o.Margin}, {"RetryMin", o.RetryMin}, {"RetryMax", o.RetryMax}, {"FenceTTL", o.FenceTTL}, {"CleanupTimeout", o.CleanupTimeout}} {
-		if f.v < 0 {
-			return o, fmt.Errorf("%w: redis: %s %v < 0", distlock.ErrInvalidOptions, f.name, f.v)
-		}
-	}
-	if o.RetryMin == 0 {
-		o.RetryMin = DefaultRetryMin
-	}
-	if o.RetryMax == 0 {
-		o.RetryMax = DefaultRetryMax
-	}
-	if o.FenceTTL == 0 {
-		o.FenceTTL = DefaultFenceTTL
-	}
-	if o.CleanupTimeout == 0 {
-		o.CleanupTimeout = DefaultCleanupTimeout
-	}
-	return o, nil
+	err := redisnode.ResolveDurations("redis",
+		redisnode.Duration{Name: "Margin", Field: &o.Margin},
+		redisnode.Duration{Name: "RetryMin", Field: &o.RetryMin, Default: DefaultRetryMin},
+		redisnode.Duration{Name: "RetryMax", Field: &o.RetryMax, Default: DefaultRetryMax},
+		redisnode.Duration{Name: "FenceTTL", Field: &o.FenceTTL, Default: DefaultFenceTTL},
+		redisnode.Duration{Name: "CleanupTimeout", Field: &o.CleanupTimeout, Default: DefaultCleanupTimeout})
+	return o, err
 }
 
 // Locker hands out leases on one Redis server. It is safe for concurrent
@@ -95,9 +70,7 @@ type Locker struct {
 	client  goredis.Scripter
 	source  fenced.Source
 	cfg     Config
-	acquire *goredis.Script
-	extend  *goredis.Script
-	release *goredis.Script
+	scripts *redisnode.Scripts
 }
 
 var _ distlock.Locker = (*Locker)(nil)
@@ -108,10 +81,10 @@ var _ distlock.Locker = (*Locker)(nil)
 // distlock.ErrInvalidOptions for a nil client or source or a negative
 // Config field.
 func New(client goredis.Scripter, source fenced.Source, cfg *Config) (*Locker, error) {
-	if isNil(client) {
+	if redisnode.IsNil(client) {
 		return nil, fmt.Errorf("%w: redis: nil client", distlock.ErrInvalidOptions)
 	}
-	if isNil(source) {
+	if redisnode.IsNil(source) {
 		return nil, fmt.Errorf("%w: redis: nil fenced.Source", distlock.ErrInvalidOptions)
 	}
 	c, err := cfg.resolve()
@@ -122,22 +95,8 @@ func New(client goredis.Scripter, source fenced.Source, cfg *Config) (*Locker, e
 		client:  client,
 		source:  source,
 		cfg:     c,
-		acquire: goredis.NewScript(acquireLua),
-		extend:  goredis.NewScript(extendLua),
-		release: goredis.NewScript(releaseLua),
+		scripts: redisnode.NewScripts(),
 	}, nil
-}
-
-// isNil reports whether v is nil or a nil pointer/func/map... in an interface.
-func isNil(v any) bool {
-	if v == nil {
-		return true
-	}
-	switch rv := reflect.ValueOf(v); rv.Kind() {
-	case reflect.Pointer, reflect.Func, reflect.Map, reflect.Chan, reflect.Interface, reflect.Slice:
-		return rv.IsNil()
-	}
-	return false
 }
 
 // Acquire blocks until the lock on key is acquired or ctx ends. Between
@@ -207,48 +166,30 @@ func (l *Locker) margin(ttl time.Duration) time.Duration {
 // token already acquired the key (then the attempt is repeated at once).
 func (l *Locker) try(ctx context.Context, key string, o distlock.Options, tok *fenced.Token) (*lease.Lease, error) {
 	fenceTTL := max(l.cfg.FenceTTL, o.TTL)
-	keys := []string{key, key + FenceKeySuffix}
-	for range 2 {
-		if !tok.Valid() {
-			t, err := l.source.Next(ctx)
-			if err != nil {
-				if cerr := ctx.Err(); cerr != nil {
-					return nil, errors.Join(distlock.ErrNotAcquired, cerr)
-				}
-				return nil, fmt.Errorf("redis: mint token for %q: %w", key, err)
-			}
-			if !t.Valid() {
-				return nil, fmt.Errorf("redis: token source returned %w: %d", fenced.ErrInvalidToken, int64(t))
-			}
-			*tok = t
-		}
-		// The value is token + random holder id: compare-and-delete must
-		// match exactly this acquisition, and the token stays readable.
-		value := tok.String() + ":" + rand.Text()
+	return redisnode.Attempt(ctx, l.source, "redis", key, tok, func(tok fenced.Token, value string) (*lease.Lease, bool, error) {
 		start := time.Now() // the server's TTL starts no earlier than this
-		res, err := l.acquire.Run(ctx, l.client, keys, value, o.TTL.Milliseconds(), tok.String(), fenceTTL.Milliseconds()).Int64()
+		res, err := l.scripts.Acquire(ctx, l.client, key, value, o.TTL, tok, fenceTTL)
 		if err != nil {
 			// Unknown outcome: the SET may have been applied.
 			l.cleanup(ctx, key, value)
 			if cerr := ctx.Err(); cerr != nil {
-				return nil, errors.Join(distlock.ErrNotAcquired, cerr)
+				return nil, false, errors.Join(distlock.ErrNotAcquired, cerr)
 			}
-			return nil, fmt.Errorf("redis: acquire %q: %w", key, err)
+			return nil, false, fmt.Errorf("redis: acquire %q: %w", key, err)
 		}
 		switch res {
-		case 1:
-			ls, err := l.newLease(key, *tok, value, o, start)
+		case redisnode.Acquired:
+			ls, err := l.newLease(key, tok, value, o, start)
 			if err != nil {
 				l.cleanup(ctx, key, value)
-				return nil, err
+				return nil, false, err
 			}
-			return ls, nil
-		case 0:
-			return nil, fmt.Errorf("%w: %q is held", distlock.ErrNotAcquired, key)
+			return ls, false, nil
+		case redisnode.Busy:
+			return nil, false, fmt.Errorf("%w: %q is held", distlock.ErrNotAcquired, key)
 		}
-		*tok = 0 // stale: a higher token already acquired this key
-	}
-	return nil, fmt.Errorf("%w: %q: fresh token was already stale", distlock.ErrNotAcquired, key)
+		return nil, true, fmt.Errorf("%w: %q: fresh token was already stale", distlock.ErrNotAcquired, key)
+	})
 }
 
 func (l *Locker) newLease(key string, tok fenced.Token, value string, o distlock.Options, start time.Time) (*lease.Lease, error) {
@@ -261,11 +202,10 @@ func (l *Locker) newLease(key string, tok fenced.Token, value string, o distlock
 		AutoExtend: o.AutoExtend,
 		Backend: lease.Backend{
 			Extend: func(ctx context.Context, ttl time.Duration) error {
-				ms := ttl.Milliseconds()
-				if ms < 1 {
+				if ttl.Milliseconds() < 1 {
 					return fmt.Errorf("%w: redis: TTL %v < 1ms", distlock.ErrInvalidOptions, ttl)
 				}
-				res, err := l.extend.Run(ctx, l.client, []string{key}, value, ms).Int64()
+				res, err := l.scripts.Extend(ctx, l.client, key, value, ttl)
 				if err != nil {
 					return fmt.Errorf("redis: extend %q: %w", key, err)
 				}
@@ -277,7 +217,7 @@ func (l *Locker) newLease(key string, tok fenced.Token, value string, o distlock
 			Release: func(ctx context.Context) error {
 				ctx, cancel := context.WithTimeout(ctx, l.cfg.CleanupTimeout)
 				defer cancel()
-				res, err := l.release.Run(ctx, l.client, []string{key}, value).Int64()
+				res, err := l.scripts.Release(ctx, l.client, key, value)
 				if err != nil {
 					return fmt.Errorf("redis: release %q: %w", key, err)
 				}
@@ -296,5 +236,5 @@ func (l *Locker) newLease(key string, tok fenced.Token, value string, o distlock
 func (l *Locker) cleanup(ctx context.Context, key, value string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.CleanupTimeout)
 	defer cancel()
-	_ = l.release.Run(ctx, l.client, []string{key}, value).Err()
+	_, _ = l.scripts.Release(ctx, l.client, key, value)
 }

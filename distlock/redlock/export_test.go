@@ -14,8 +14,7 @@ import (
 // many masters accepted it and how many called it stale.
 func (l *Locker) AttemptWithToken(ctx context.Context, key string, ttl time.Duration, tok fenced.Token) (yes, stale int) {
 	t := count(l.fanout(ctx, func(ctx context.Context, c goredis.Scripter) (int64, error) {
-		return l.acquire.Run(ctx, c, []string{key, key + FenceKeySuffix},
-			tok.String()+":test", ttl.Milliseconds(), tok.String(), DefaultFenceTTL.Milliseconds()).Int64()
+		return l.scripts.Acquire(ctx, c, key, tok.String()+":test", ttl, tok, DefaultFenceTTL)
 	}))
 	return t.yes, t.stale
 }

@@ -2,34 +2,23 @@ package redlock
 
 import (
 	"context"
-	"crypto/rand"
-	_ "embed" // Lua scripts
 	"errors"
 	"fmt"
-	mrand "math/rand/v2"
-	"reflect"
+	"math/rand/v2"
 	"sync"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/concurkit/concurkit/distlock"
+	"github.com/concurkit/concurkit/distlock/internal/redisnode"
 	"github.com/concurkit/concurkit/fenced"
 	"github.com/concurkit/concurkit/internal/lease"
 )
 
-var (
-	//go:embed acquire.lua
-	acquireLua string
-	//go:embed extend.lua
-	extendLua string
-	//go:embed release.lua
-	releaseLua string
-)
-
 // FenceKeySuffix is appended to a lock key to name the key that records, on
 // each master, the highest fencing token that acquired the lock there.
-const FenceKeySuffix = ":fence"
+const FenceKeySuffix = redisnode.FenceKeySuffix
 
 // Default values of the zero Config fields.
 const (
@@ -89,34 +78,21 @@ func (c *Config) resolve() (Config, error) {
 	if c != nil {
 		o = *c
 	}
-	for _, f := range []struct {
-		name string
-		v    time.Duration
-	}{{"NodeTimeout", o.NodeTimeout}, {"Margin", o.Margin}, {"RetryMin", o.RetryMin}, {"RetryMax", o.RetryMax}, {"FenceTTL", o.FenceTTL}, {"CleanupTimeout", o.CleanupTimeout}} {
-		if f.v < 0 {
-			return o, fmt.Errorf("%w: redlock: %s %v < 0", distlock.ErrInvalidOptions, f.name, f.v)
-		}
+	err := redisnode.ResolveDurations("redlock",
+		redisnode.Duration{Name: "NodeTimeout", Field: &o.NodeTimeout, Default: DefaultNodeTimeout},
+		redisnode.Duration{Name: "Margin", Field: &o.Margin},
+		redisnode.Duration{Name: "RetryMin", Field: &o.RetryMin, Default: DefaultRetryMin},
+		redisnode.Duration{Name: "RetryMax", Field: &o.RetryMax, Default: DefaultRetryMax},
+		redisnode.Duration{Name: "FenceTTL", Field: &o.FenceTTL, Default: DefaultFenceTTL},
+		redisnode.Duration{Name: "CleanupTimeout", Field: &o.CleanupTimeout, Default: DefaultCleanupTimeout})
+	if err != nil {
+		return o, err
 	}
 	if o.DriftFactor < 0 || o.DriftFactor >= 1 || o.DriftFactor != o.DriftFactor {
 		return o, fmt.Errorf("%w: redlock: DriftFactor %v not in [0, 1)", distlock.ErrInvalidOptions, o.DriftFactor)
 	}
-	if o.NodeTimeout == 0 {
-		o.NodeTimeout = DefaultNodeTimeout
-	}
 	if o.DriftFactor == 0 {
 		o.DriftFactor = DefaultDriftFactor
-	}
-	if o.RetryMin == 0 {
-		o.RetryMin = DefaultRetryMin
-	}
-	if o.RetryMax == 0 {
-		o.RetryMax = DefaultRetryMax
-	}
-	if o.FenceTTL == 0 {
-		o.FenceTTL = DefaultFenceTTL
-	}
-	if o.CleanupTimeout == 0 {
-		o.CleanupTimeout = DefaultCleanupTimeout
 	}
 	return o, nil
 }
@@ -129,9 +105,7 @@ type Locker struct {
 	quorum  int
 	source  fenced.Source
 	cfg     Config
-	acquire *goredis.Script
-	extend  *goredis.Script
-	release *goredis.Script
+	scripts *redisnode.Scripts
 }
 
 var _ distlock.Locker = (*Locker)(nil)
@@ -148,12 +122,12 @@ func New[C goredis.Scripter](nodes []C, source fenced.Source, cfg *Config) (*Loc
 	}
 	ns := make([]goredis.Scripter, len(nodes))
 	for i, n := range nodes {
-		if isNil(n) {
+		if redisnode.IsNil(n) {
 			return nil, fmt.Errorf("%w: redlock: node %d is nil", distlock.ErrInvalidOptions, i)
 		}
 		ns[i] = n
 	}
-	if isNil(source) {
+	if redisnode.IsNil(source) {
 		return nil, fmt.Errorf("%w: redlock: nil fenced.Source", distlock.ErrInvalidOptions)
 	}
 	c, err := cfg.resolve()
@@ -165,21 +139,8 @@ func New[C goredis.Scripter](nodes []C, source fenced.Source, cfg *Config) (*Loc
 		quorum:  len(ns)/2 + 1,
 		source:  source,
 		cfg:     c,
-		acquire: goredis.NewScript(acquireLua),
-		extend:  goredis.NewScript(extendLua),
-		release: goredis.NewScript(releaseLua),
+		scripts: redisnode.NewScripts(),
 	}, nil
-}
-
-func isNil(v any) bool {
-	if v == nil {
-		return true
-	}
-	switch rv := reflect.ValueOf(v); rv.Kind() {
-	case reflect.Pointer, reflect.Func, reflect.Map, reflect.Chan, reflect.Interface, reflect.Slice:
-		return rv.IsNil()
-	}
-	return false
 }
 
 // Quorum returns the number of masters that must hold a lock: N/2+1.
@@ -329,7 +290,7 @@ func (l *Locker) acquireOn(ctx context.Context, probe bool, op func(ctx context.
 	if !probe || len(l.nodes) == 1 {
 		return count(l.fanout(ctx, op))
 	}
-	i := mrand.IntN(len(l.nodes))
+	i := rand.IntN(len(l.nodes))
 	nctx, cancel := context.WithTimeout(ctx, l.cfg.NodeTimeout)
 	first := reply{}
 	first.n, first.err = op(nctx, l.nodes[i])
@@ -347,39 +308,21 @@ func (l *Locker) acquireOn(ctx context.Context, probe bool, op func(ctx context.
 func (l *Locker) try(ctx context.Context, key string, o distlock.Options, st *attempts) (*lease.Lease, error) {
 	st.n++
 	probe := st.n > 1
-	tok := &st.tok
 	fenceTTL := max(l.cfg.FenceTTL, o.TTL)
-	keys := []string{key, key + FenceKeySuffix}
 	drift, margin := l.drift(o.TTL), l.margin(o.TTL)
-	var t tally
-	for range 2 {
-		if !tok.Valid() {
-			nt, err := l.source.Next(ctx)
-			if err != nil {
-				if cerr := ctx.Err(); cerr != nil {
-					return nil, errors.Join(distlock.ErrNotAcquired, cerr)
-				}
-				return nil, fmt.Errorf("redlock: mint token for %q: %w", key, err)
-			}
-			if !nt.Valid() {
-				return nil, fmt.Errorf("redlock: token source returned %w: %d", fenced.ErrInvalidToken, int64(nt))
-			}
-			*tok = nt
-		}
-		value := tok.String() + ":" + rand.Text()
+	return redisnode.Attempt(ctx, l.source, "redlock", key, &st.tok, func(tok fenced.Token, value string) (*lease.Lease, bool, error) {
 		start := time.Now() // every master's TTL starts no earlier than this
-		ttlMS, tokS, fenceMS := o.TTL.Milliseconds(), tok.String(), fenceTTL.Milliseconds()
-		t = l.acquireOn(ctx, probe, func(ctx context.Context, c goredis.Scripter) (int64, error) {
-			return l.acquire.Run(ctx, c, keys, value, ttlMS, tokS, fenceMS).Int64()
+		t := l.acquireOn(ctx, probe, func(ctx context.Context, c goredis.Scripter) (int64, error) {
+			return l.scripts.Acquire(ctx, c, key, value, o.TTL, tok, fenceTTL)
 		})
 		validity := o.TTL - time.Since(start) - drift - margin
 		if t.yes >= l.quorum && validity > 0 {
-			ls, err := l.newLease(key, *tok, value, o, start, drift, margin)
+			ls, err := l.newLease(key, tok, value, o, start, drift, margin)
 			if err == nil {
-				return ls, nil
+				return ls, false, nil
 			}
 			l.releaseAll(ctx, key, value)
-			return nil, err
+			return nil, false, err
 		}
 		// Failed: delete on every master, including those that timed out
 		// (their SET may have landed after the deadline). Skipped only
@@ -388,18 +331,20 @@ func (l *Locker) try(ctx context.Context, key string, o distlock.Options, st *at
 			l.releaseAll(ctx, key, value)
 		}
 		if cerr := ctx.Err(); cerr != nil {
-			return nil, errors.Join(distlock.ErrNotAcquired, cerr)
+			return nil, false, errors.Join(distlock.ErrNotAcquired, cerr)
 		}
-		if t.stale == 0 {
-			break
-		}
-		*tok = 0 // a higher token already acquired on some master: mint anew
-	}
+		// A higher token already acquired on some master: mint anew.
+		return nil, t.stale > 0, l.notAcquired(key, t)
+	})
+}
+
+// notAcquired is the error of an attempt that did not reach a quorum.
+func (l *Locker) notAcquired(key string, t tally) error {
 	if t.firstErr != nil {
-		return nil, fmt.Errorf("%w: redlock: %q: %d of %d masters accepted (quorum %d; %d busy, %d stale token, %d failed, first: %v)",
+		return fmt.Errorf("%w: redlock: %q: %d of %d masters accepted (quorum %d; %d busy, %d stale token, %d failed, first: %v)",
 			distlock.ErrNotAcquired, key, t.yes, len(l.nodes), l.quorum, t.no, t.stale, t.failed, t.firstErr)
 	}
-	return nil, fmt.Errorf("%w: redlock: %q: %d of %d masters accepted (quorum %d; %d busy, %d stale token)",
+	return fmt.Errorf("%w: redlock: %q: %d of %d masters accepted (quorum %d; %d busy, %d stale token)",
 		distlock.ErrNotAcquired, key, t.yes, len(l.nodes), l.quorum, t.no, t.stale)
 }
 
@@ -408,7 +353,7 @@ func (l *Locker) try(ctx context.Context, key string, o distlock.Options, st *at
 func (l *Locker) releaseAll(ctx context.Context, key, value string) tally {
 	ctx = context.WithoutCancel(ctx)
 	return count(l.fanoutExcept(ctx, -1, l.cfg.CleanupTimeout, func(ctx context.Context, c goredis.Scripter) (int64, error) {
-		return l.release.Run(ctx, c, []string{key}, value).Int64()
+		return l.scripts.Release(ctx, c, key, value)
 	}))
 }
 
@@ -424,13 +369,12 @@ func (l *Locker) newLease(key string, tok fenced.Token, value string, o distlock
 		AutoExtend: o.AutoExtend,
 		Backend: lease.Backend{
 			Extend: func(ctx context.Context, ttl time.Duration) error {
-				ms := ttl.Milliseconds()
-				if ms < 1 {
+				if ttl.Milliseconds() < 1 {
 					return fmt.Errorf("%w: redlock: TTL %v < 1ms", distlock.ErrInvalidOptions, ttl)
 				}
 				start := time.Now()
 				t := count(l.fanout(ctx, func(ctx context.Context, c goredis.Scripter) (int64, error) {
-					return l.extend.Run(ctx, c, []string{key}, value, ms).Int64()
+					return l.scripts.Extend(ctx, c, key, value, ttl)
 				}))
 				switch {
 				case t.yes >= l.quorum && ttl-time.Since(start)-l.drift(ttl) > 0:

@@ -1,0 +1,19 @@
+// Package redisnode is the lock protocol on one Redis node, shared by the
+// single-server backend (distlock/redis) and the Redlock backend
+// (distlock/redlock), so the Lua scripts, the lock value encoding and the
+// fencing-token rule are written once:
+//
+//   - acquire.lua takes the lock only if it is free and the caller's token
+//     is not lower than the highest token that ever acquired the key
+//     (recorded under key + FenceKeySuffix);
+//   - extend.lua and release.lua are compare-and-pexpire and
+//     compare-and-delete on the lock value, so an expired holder never
+//     renews or deletes its successor's lock;
+//   - Attempt mints a token before taking the lock (never after: a holder
+//     paused between taking the lock and minting could otherwise mint a
+//     token above its successor's), reuses it while the lock is merely
+//     busy and mints a fresh one when a node calls it stale.
+//
+// The backends keep what differs: one node versus a majority of
+// independent masters, validity accounting and error reporting.
+package redisnode
