@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/concurkit/concurkit/distlock"
+	"github.com/concurkit/concurkit/retry"
 )
 
 // Resolve validates key and opts and returns a copy of the options with
@@ -79,11 +79,7 @@ func Poll[L any](ctx context.Context, p PollPolicy, try func(ctx context.Context
 		if !errors.Is(err, distlock.ErrNotAcquired) {
 			return zero, err
 		}
-		ceil := p.Max
-		if n < 30 {
-			ceil = min(p.Max, p.Min<<(n-1))
-		}
-		d := rand.N(ceil + 1)
+		d := retry.Policy{BaseDelay: p.Min, MaxDelay: p.Max}.Backoff(n)
 		if t == nil {
 			t = time.NewTimer(d)
 		} else {
