@@ -180,7 +180,7 @@ func (l *Locker) waitTurn(ctx context.Context, pfx, myKey string, myRev int64, i
 		if len(before) == 0 {
 			return fenced.Token(mine[0].CreateRevision), nil
 		}
-		if err := l.waitDelete(ctx, string(before[0].Key), resp.Header.Revision, id, renew.C, granted); err != nil {
+		if err := l.waitDelete(ctx, string(before[0].Key), before[0].CreateRevision, id, renew.C, granted); err != nil {
 			return 0, err
 		}
 	}
@@ -190,10 +190,15 @@ func lostWhileWaiting(id clientv3.LeaseID, granted time.Time) error {
 	return fmt.Errorf("%w: etcd: lease %x (granted %v ago) expired while waiting", distlock.ErrLeaseLost, int64(id), time.Since(granted).Round(time.Millisecond))
 }
 
-func (l *Locker) waitDelete(ctx context.Context, key string, rev int64, id clientv3.LeaseID, renew <-chan time.Time, granted time.Time) error {
+// waitDelete waits until key (created at createRev) is deleted. The watch
+// starts at the current revision, so that etcd serves it from its synced
+// watcher group (a watch from an older revision is caught up by a loop
+// that runs every 100 ms); once the watch is live, the key is read again
+// to catch a deletion that happened before.
+func (l *Locker) waitDelete(ctx context.Context, key string, createRev int64, id clientv3.LeaseID, renew <-chan time.Time, granted time.Time) error {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	wch := l.c.Watch(clientv3.WithRequireLeader(wctx), key, clientv3.WithRev(rev+1), clientv3.WithFilterPut())
+	wch := l.c.Watch(clientv3.WithRequireLeader(wctx), key, clientv3.WithCreatedNotify(), clientv3.WithFilterPut())
 	for {
 		select {
 		case <-ctx.Done():
@@ -208,6 +213,15 @@ func (l *Locker) waitDelete(ctx context.Context, key string, rev int64, id clien
 		case wr, ok := <-wch:
 			if !ok || wr.Err() != nil {
 				return nil // watch ended (no leader, compaction): re-read and watch again
+			}
+			if wr.Created {
+				g, err := l.c.Get(ctx, key)
+				if err != nil {
+					return fmt.Errorf("etcd: read predecessor: %w", err)
+				}
+				if len(g.Kvs) == 0 || g.Kvs[0].CreateRevision != createRev {
+					return nil
+				}
 			}
 			for _, ev := range wr.Events {
 				if ev.Type == mvccpb.DELETE {
