@@ -9,6 +9,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/concurkit/concurkit/internal/dynamodbapi"
 )
 
 // DynamoDBPutter is the part of *dynamodb.Client that PutDynamoDB uses.
@@ -17,14 +19,9 @@ type DynamoDBPutter interface {
 }
 
 // DynamoDBUpdater is the part of *dynamodb.Client that DynamoDBCounter uses.
-type DynamoDBUpdater interface {
-	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
-}
+type DynamoDBUpdater = dynamodbapi.Updater
 
-var (
-	_ DynamoDBPutter  = (*dynamodb.Client)(nil)
-	_ DynamoDBUpdater = (*dynamodb.Client)(nil)
-)
+var _ DynamoDBPutter = (*dynamodb.Client)(nil)
 
 // Expressions; attribute names go through ExpressionAttributeNames, so any
 // name is safe.

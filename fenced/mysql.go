@@ -7,22 +7,13 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/concurkit/concurkit/internal/dbtx"
 	"github.com/concurkit/concurkit/internal/ident"
 )
 
 // SQLDBTX is the part of a database/sql *DB, *Conn or *Tx that the MySQL
 // and MariaDB functions use.
-type SQLDBTX interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
-var (
-	_ SQLDBTX = (*sql.DB)(nil)
-	_ SQLDBTX = (*sql.Conn)(nil)
-	_ SQLDBTX = (*sql.Tx)(nil)
-)
+type SQLDBTX = dbtx.SQL
 
 // SQL templates; %[n]s are quoted identifiers, never values.
 const (

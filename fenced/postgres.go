@@ -7,25 +7,14 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/concurkit/concurkit/internal/dbtx"
 	"github.com/concurkit/concurkit/internal/ident"
 )
 
 // DBTX is the part of a pgx v5 pool, connection or transaction that the
 // PostgreSQL functions use.
-type DBTX interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
-var (
-	_ DBTX = (*pgxpool.Pool)(nil)
-	_ DBTX = (*pgx.Conn)(nil)
-	_ DBTX = pgx.Tx(nil)
-)
+type DBTX = dbtx.Postgres
 
 // SQL templates; %[n]s are quoted identifiers, never values.
 const (

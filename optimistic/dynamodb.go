@@ -12,15 +12,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/concurkit/concurkit/internal/dynamodbapi"
 	"github.com/concurkit/concurkit/internal/ident"
 )
 
 // DynamoDBClient is the part of *dynamodb.Client that UpdateDynamoDB uses.
-type DynamoDBClient interface {
-	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
-}
-
-var _ DynamoDBClient = (*dynamodb.Client)(nil)
+type DynamoDBClient = dynamodbapi.Updater
 
 // Expressions of the DynamoDB CAS. attribute_exists(#k) makes a missing item
 // fail the condition instead of being created by UpdateItem; with

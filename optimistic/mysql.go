@@ -2,26 +2,16 @@ package optimistic
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"strings"
 
+	"github.com/concurkit/concurkit/internal/dbtx"
 	"github.com/concurkit/concurkit/internal/ident"
 )
 
 // SQLDB is the part of database/sql that UpdateMySQL uses; *sql.DB,
 // *sql.Conn and *sql.Tx all satisfy it.
-type SQLDB interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
-var (
-	_ SQLDB = (*sql.DB)(nil)
-	_ SQLDB = (*sql.Conn)(nil)
-	_ SQLDB = (*sql.Tx)(nil)
-)
+type SQLDB = dbtx.SQL
 
 // myCAS is the MySQL/MariaDB CAS statement. It matches the row by key only
 // and makes every assignment conditional on the version, so that the row

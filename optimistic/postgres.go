@@ -5,26 +5,13 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
-
+	"github.com/concurkit/concurkit/internal/dbtx"
 	"github.com/concurkit/concurkit/internal/ident"
 )
 
 // DBTX is the part of pgx v5 that UpdatePostgres uses; *pgxpool.Pool,
 // *pgx.Conn and pgx.Tx all satisfy it.
-type DBTX interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
-var (
-	_ DBTX = (*pgxpool.Pool)(nil)
-	_ DBTX = (*pgx.Conn)(nil)
-	_ DBTX = pgx.Tx(nil)
-)
+type DBTX = dbtx.Postgres
 
 // pgCAS is the PostgreSQL CAS statement. The CTE's UPDATE and the outer
 // SELECT share one snapshot, so EXISTS sees the row as it was when the

@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/concurkit/concurkit/internal/dbtx"
 	"github.com/concurkit/concurkit/internal/ident"
 )
 
@@ -17,11 +18,7 @@ import (
 // *sql.Tx satisfy it. The MySQL helpers generate MariaDB 10.11 / MySQL 8
 // syntax (github.com/go-sql-driver/mysql); row locks last until the end of
 // the transaction, so pass a *sql.Tx.
-type SQLDBTX interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
+type SQLDBTX = dbtx.SQL
 
 // SQLBeginner starts database/sql transactions: *sql.DB and *sql.Conn
 // satisfy it.
@@ -30,9 +27,6 @@ type SQLBeginner interface {
 }
 
 var (
-	_ SQLDBTX     = (*sql.DB)(nil)
-	_ SQLDBTX     = (*sql.Conn)(nil)
-	_ SQLDBTX     = (*sql.Tx)(nil)
 	_ SQLBeginner = (*sql.DB)(nil)
 	_ SQLBeginner = (*sql.Conn)(nil)
 )

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/concurkit/concurkit/internal/dbtx"
 	"github.com/concurkit/concurkit/internal/ident"
 )
 
@@ -19,11 +20,7 @@ import (
 // *pgxpool.Pool, *pgxpool.Conn, *pgx.Conn and pgx.Tx all satisfy it. Row
 // locks last until the end of the transaction, so the lock helpers are meant
 // to be given a pgx.Tx (the one InTx passes to its closure).
-type DBTX interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
+type DBTX = dbtx.Postgres
 
 // Beginner starts pgx transactions: *pgxpool.Pool, *pgxpool.Conn and
 // *pgx.Conn satisfy it.
@@ -32,9 +29,6 @@ type Beginner interface {
 }
 
 var (
-	_ DBTX     = (*pgxpool.Pool)(nil)
-	_ DBTX     = (*pgx.Conn)(nil)
-	_ DBTX     = pgx.Tx(nil)
 	_ Beginner = (*pgxpool.Pool)(nil)
 	_ Beginner = (*pgxpool.Conn)(nil)
 	_ Beginner = (*pgx.Conn)(nil)

@@ -7,22 +7,13 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/concurkit/concurkit/internal/dbtx"
 	"github.com/concurkit/concurkit/internal/ident"
 )
 
 // SQLDB is the part of database/sql that the MySQL helpers use; *sql.DB,
 // *sql.Conn and *sql.Tx all satisfy it.
-type SQLDB interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
-var (
-	_ SQLDB = (*sql.DB)(nil)
-	_ SQLDB = (*sql.Conn)(nil)
-	_ SQLDB = (*sql.Tx)(nil)
-)
+type SQLDB = dbtx.SQL
 
 // MySQL statements. %[1]s table, %[2]s column list, %[3]s placeholders,
 // %[4]s key column, %[5]s assignments before the marker ("c = VALUES(c), ").

@@ -8,25 +8,14 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/concurkit/concurkit/internal/dbtx"
 	"github.com/concurkit/concurkit/internal/ident"
 )
 
 // DBTX is the part of pgx v5 that the PostgreSQL helpers use;
 // *pgxpool.Pool, *pgx.Conn and pgx.Tx all satisfy it.
-type DBTX interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
-var (
-	_ DBTX = (*pgxpool.Pool)(nil)
-	_ DBTX = (*pgx.Conn)(nil)
-	_ DBTX = pgx.Tx(nil)
-)
+type DBTX = dbtx.Postgres
 
 // PostgreSQL statements. %[1]s table, %[2]s column list, %[3]s placeholders,
 // %[4]s key column.

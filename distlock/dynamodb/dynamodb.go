@@ -16,15 +16,12 @@ import (
 
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/fenced"
+	"github.com/concurkit/concurkit/internal/dynamodbapi"
 	"github.com/concurkit/concurkit/internal/lease"
 )
 
 // API is the part of *dynamodb.Client the locker uses.
-type API interface {
-	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
-}
-
-var _ API = (*dynamodb.Client)(nil)
+type API = dynamodbapi.Updater
 
 // Attribute names of a lock item (besides the partition key).
 const (
