@@ -118,6 +118,25 @@ func (r resolved) quote(q func(parts ...string) (string, error)) (quoted, error)
 	return out, nil
 }
 
+// prepare checks token and set against g and quotes every name with the
+// dialect's q (ident.Postgres, ident.MySQL). It returns the quoted names
+// and the values of set in column order, ErrInvalidToken or
+// ErrInvalidGuard.
+func (g Guard) prepare(token Token, set []Set, q func(parts ...string) (string, error)) (quoted, []any, error) {
+	if err := checkToken(token); err != nil {
+		return quoted{}, nil, err
+	}
+	r, err := g.resolve(set)
+	if err != nil {
+		return quoted{}, nil, err
+	}
+	qd, err := r.quote(q)
+	if err != nil {
+		return quoted{}, nil, err
+	}
+	return qd, r.values, nil
+}
+
 func checkToken(t Token) error {
 	if !t.Valid() {
 		return fmt.Errorf("%w: %d", ErrInvalidToken, int64(t))

@@ -111,18 +111,7 @@ func myPrepare(db SQLDBTX, g Guard, key any, token Token, set []Set) (quoted, []
 	if db == nil {
 		return quoted{}, nil, ErrNilHandle
 	}
-	if err := checkToken(token); err != nil {
-		return quoted{}, nil, err
-	}
-	r, err := g.resolve(set)
-	if err != nil {
-		return quoted{}, nil, err
-	}
-	q, err := r.quote(ident.MySQL)
-	if err != nil {
-		return quoted{}, nil, err
-	}
-	return q, r.values, nil
+	return g.prepare(token, set, ident.MySQL)
 }
 
 // MySQLSequence is a Source backed by a MariaDB SEQUENCE object (MariaDB

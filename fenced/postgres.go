@@ -98,19 +98,11 @@ func pgPrepare(db DBTX, g Guard, key any, token Token, set []Set) (quoted, []any
 	if db == nil {
 		return quoted{}, nil, ErrNilHandle
 	}
-	if err := checkToken(token); err != nil {
-		return quoted{}, nil, err
-	}
-	r, err := g.resolve(set)
+	q, values, err := g.prepare(token, set, ident.Postgres)
 	if err != nil {
 		return quoted{}, nil, err
 	}
-	q, err := r.quote(ident.Postgres)
-	if err != nil {
-		return quoted{}, nil, err
-	}
-	args := append([]any{key, int64(token)}, r.values...)
-	return q, args, nil
+	return q, append([]any{key, int64(token)}, values...), nil
 }
 
 // PostgresSequence is a Source backed by a PostgreSQL sequence: Next

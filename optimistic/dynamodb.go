@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -56,7 +55,7 @@ func UpdateDynamoDB(ctx context.Context, db DynamoDBClient, t Table, key any, ex
 			return 0, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 		}
 	}
-	keyAV, err := marshal(key)
+	keyAV, err := dynamodbapi.Marshal(key)
 	if err != nil {
 		return 0, fmt.Errorf("%w: key: %w", ErrInvalidArgument, err)
 	}
@@ -70,7 +69,7 @@ func UpdateDynamoDB(ctx context.Context, db DynamoDBClient, t Table, key any, ex
 	update.WriteString(dynSetVer)
 	for i, c := range cols {
 		n, v := "#c"+strconv.Itoa(i), ":c"+strconv.Itoa(i)
-		av, err := marshal(set[c])
+		av, err := dynamodbapi.Marshal(set[c])
 		if err != nil {
 			return 0, fmt.Errorf("%w: value of %q: %w", ErrInvalidArgument, c, err)
 		}
@@ -94,16 +93,4 @@ func UpdateDynamoDB(ctx context.Context, db DynamoDBClient, t Table, key any, ex
 		return 0, driverError(ctx, "update "+t.Name, err)
 	}
 	return outcome(true, true, next)
-}
-
-// marshal converts a Go value to an attribute value, passing
-// types.AttributeValue through.
-func marshal(v any) (types.AttributeValue, error) {
-	if av, ok := v.(types.AttributeValue); ok {
-		if isNil(av) {
-			return nil, errors.New("nil attribute value")
-		}
-		return av, nil
-	}
-	return attributevalue.Marshal(v)
 }

@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"reflect"
 	"slices"
 
+	"github.com/concurkit/concurkit/internal/handle"
 	"github.com/concurkit/concurkit/retry"
 )
 
@@ -65,7 +65,7 @@ type Table struct {
 // columns, and returns the set column names in sorted order so that
 // statements are deterministic (and cache well as prepared statements).
 func (t Table) validate(db any, version int64, set map[string]any) ([]string, error) {
-	if isNil(db) {
+	if handle.IsNil(db) {
 		return nil, fmt.Errorf("%w: nil database handle", ErrInvalidArgument)
 	}
 	if version <= 0 {
@@ -165,20 +165,6 @@ func DoValue[T any](ctx context.Context, p retry.Policy, fn func(ctx context.Con
 		return zero, err
 	}
 	return out, nil
-}
-
-// isNil reports whether h is nil or a typed nil pointer (a nil *pgxpool.Pool
-// in a DBTX, say), which would otherwise panic on first use.
-func isNil(h any) bool {
-	if h == nil {
-		return true
-	}
-	v := reflect.ValueOf(h)
-	switch v.Kind() {
-	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
-		return v.IsNil()
-	}
-	return false
 }
 
 // driverError wraps an error from the database for operation op, joining

@@ -5,6 +5,8 @@ import (
 	"sync"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/concurkit/concurkit/internal/handle"
 )
 
 // PostgreSQL advisory-lock statements. Keys are bigint; AdvisoryKey maps
@@ -26,7 +28,7 @@ const (
 // expires, or joined with ctx.Err() when ctx ends during the wait;
 // ErrDeadlock.
 func AdvisoryXactLock(ctx context.Context, tx DBTX, key int64) error {
-	if isNil(tx) {
+	if handle.IsNil(tx) {
 		return invalid("nil transaction")
 	}
 	if _, err := tx.Exec(ctx, pgAdvisoryXactLock, key); err != nil {
@@ -40,7 +42,7 @@ func AdvisoryXactLock(ctx context.Context, tx DBTX, key int64) error {
 // held by tx's transaction, ErrLockNotAvailable when another session holds
 // it, ErrInvalidArgument for a nil tx, or the driver error.
 func TryAdvisoryXactLock(ctx context.Context, tx DBTX, key int64) error {
-	if isNil(tx) {
+	if handle.IsNil(tx) {
 		return invalid("nil transaction")
 	}
 	var ok bool

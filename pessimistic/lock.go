@@ -4,6 +4,8 @@ import (
 	"context"
 	"strconv"
 	"time"
+
+	"github.com/concurkit/concurkit/internal/handle"
 )
 
 // Strength is the row-lock strength of a locking read.
@@ -180,4 +182,24 @@ func pgInterval(d time.Duration) string {
 		ms = 1
 	}
 	return strconv.FormatInt(ms, 10) + "ms"
+}
+
+// rowsTarget validates what LockRows and LockRowsMySQL share: the
+// transaction, the table and column (validated and quoted with the
+// dialect's q) and the lock's clause in that dialect. It returns
+// ErrInvalidArgument, or the error of clause.
+func rowsTarget(tx any, table, column string, q func(parts ...string) (string, error), clause func() (string, error)) (t, c, cl string, err error) {
+	if handle.IsNil(tx) {
+		return "", "", "", invalid("nil transaction")
+	}
+	if t, err = q(table); err != nil {
+		return "", "", "", invalid("table: %w", err)
+	}
+	if c, err = q(column); err != nil {
+		return "", "", "", invalid("column: %w", err)
+	}
+	if cl, err = clause(); err != nil {
+		return "", "", "", err
+	}
+	return t, c, cl, nil
 }

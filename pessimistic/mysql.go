@@ -11,6 +11,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/concurkit/concurkit/internal/dbtx"
+	"github.com/concurkit/concurkit/internal/handle"
 	"github.com/concurkit/concurkit/internal/ident"
 )
 
@@ -59,13 +60,7 @@ const maxPlaceholders = 65535
 // outcome is unknown; *retry.ExhaustedError when retries ran out; ctx.Err()
 // joined with the last error when ctx ends.
 func InTxMySQL(ctx context.Context, db SQLBeginner, opts *Options, fn func(ctx context.Context, tx *sql.Tx) error) error {
-	if isNil(db) {
-		return invalid("nil database handle")
-	}
-	if fn == nil {
-		return invalid("nil function")
-	}
-	o, err := opts.value()
+	o, err := txArgs(db, fn, opts)
 	if err != nil {
 		return err
 	}
@@ -141,18 +136,7 @@ const myLockRows = "SELECT %[2]s FROM %[1]s WHERE %[2]s IN (%[3]s) ORDER BY %[2]
 // the wait: then joined with ctx.Err()); ErrDeadlock; each wrapping the
 // driver error.
 func LockRowsMySQL[K Key](ctx context.Context, tx SQLDBTX, table, column string, keys []K, lock Lock) ([]K, error) {
-	if isNil(tx) {
-		return nil, invalid("nil transaction")
-	}
-	t, err := ident.MySQL(table)
-	if err != nil {
-		return nil, invalid("table: %w", err)
-	}
-	c, err := ident.MySQL(column)
-	if err != nil {
-		return nil, invalid("column: %w", err)
-	}
-	clause, err := lock.MySQL()
+	t, c, clause, err := rowsTarget(tx, table, column, ident.MySQL, lock.MySQL)
 	if err != nil {
 		return nil, err
 	}
@@ -212,7 +196,7 @@ const (
 // Errors: ErrInvalidArgument (nil tx, n <= 0, bad identifier, pending ==
 // claimed); ErrDeadlock; ctx errors; each wrapping the driver error.
 func ClaimJobsMySQL(ctx context.Context, tx SQLDBTX, table string, n int, opts *ClaimOptions) ([]Job, error) {
-	if isNil(tx) {
+	if handle.IsNil(tx) {
 		return nil, invalid("nil transaction")
 	}
 	c, err := opts.build(table, n, ident.MySQL)

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/concurkit/concurkit/internal/dbtx"
+	"github.com/concurkit/concurkit/internal/handle"
 	"github.com/concurkit/concurkit/internal/ident"
 )
 
@@ -50,13 +51,7 @@ const pgSetLockTimeout = "SELECT set_config('lock_timeout', $1, true)"
 // *retry.ExhaustedError when retries ran out (it unwraps to the last error);
 // and ctx.Err() joined with the last error when ctx ends.
 func InTx(ctx context.Context, db Beginner, opts *Options, fn func(ctx context.Context, tx pgx.Tx) error) error {
-	if isNil(db) {
-		return invalid("nil database handle")
-	}
-	if fn == nil {
-		return invalid("nil function")
-	}
-	o, err := opts.value()
+	o, err := txArgs(db, fn, opts)
 	if err != nil {
 		return err
 	}
@@ -131,18 +126,7 @@ const pgLockRows = "SELECT %[2]s FROM %[1]s WHERE %[2]s = ANY($1) ORDER BY %[2]s
 // during the wait: then joined with ctx.Err()); ErrDeadlock;
 // ErrSerialization; each wrapping the driver error.
 func LockRows[K Key](ctx context.Context, tx DBTX, table, column string, keys []K, lock Lock) ([]K, error) {
-	if isNil(tx) {
-		return nil, invalid("nil transaction")
-	}
-	t, err := ident.Postgres(table)
-	if err != nil {
-		return nil, invalid("table: %w", err)
-	}
-	c, err := ident.Postgres(column)
-	if err != nil {
-		return nil, invalid("column: %w", err)
-	}
-	clause, err := lock.Postgres()
+	t, c, clause, err := rowsTarget(tx, table, column, ident.Postgres, lock.Postgres)
 	if err != nil {
 		return nil, err
 	}
@@ -209,7 +193,7 @@ RETURNING j.%[2]s, j.%[3]s`
 // SERIALIZABLE a concurrently claimed row is a serialization failure);
 // ctx errors; each wrapping the driver error.
 func ClaimJobs(ctx context.Context, tx DBTX, table string, n int, opts *ClaimOptions) ([]Job, error) {
-	if isNil(tx) {
+	if handle.IsNil(tx) {
 		return nil, invalid("nil transaction")
 	}
 	c, err := opts.build(table, n, ident.Postgres)

@@ -2,9 +2,9 @@ package pessimistic
 
 import (
 	"context"
-	"reflect"
 	"time"
 
+	"github.com/concurkit/concurkit/internal/handle"
 	"github.com/concurkit/concurkit/retry"
 )
 
@@ -68,16 +68,15 @@ func attempt[T txn](ctx context.Context, begin func(context.Context) (T, error),
 	return nil
 }
 
-// isNil reports whether v is nil or a nil pointer/interface/func/map/slice/chan
-// inside an interface, so that a typed nil handle is rejected instead of
-// panicking deep inside a driver.
-func isNil(v any) bool {
-	if v == nil {
-		return true
+// txArgs validates what InTx and InTxMySQL share: a nil (or typed nil)
+// database handle or function is ErrInvalidArgument; opts resolves to its
+// defaults or returns its error.
+func txArgs(db, fn any, opts *Options) (Options, error) {
+	if handle.IsNil(db) {
+		return Options{}, invalid("nil database handle")
 	}
-	switch rv := reflect.ValueOf(v); rv.Kind() {
-	case reflect.Pointer, reflect.Interface, reflect.Func, reflect.Map, reflect.Slice, reflect.Chan:
-		return rv.IsNil()
+	if handle.IsNil(fn) {
+		return Options{}, invalid("nil function")
 	}
-	return false
+	return opts.value()
 }

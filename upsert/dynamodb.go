@@ -9,10 +9,10 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/concurkit/concurkit/internal/dynamodbapi"
 	"github.com/concurkit/concurkit/internal/ident"
 )
 
@@ -44,23 +44,13 @@ func dynItem(db DynamoDBClient, t Table, row map[string]any) (spec, map[string]t
 		if err := ident.DynamoDBAttribute(c); err != nil {
 			return s, nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 		}
-		av, err := marshal(row[c])
+		av, err := dynamodbapi.Marshal(row[c])
 		if err != nil {
 			return s, nil, fmt.Errorf("%w: value of %q: %w", ErrInvalidArgument, c, err)
 		}
 		item[c] = av
 	}
 	return s, item, nil
-}
-
-func marshal(v any) (types.AttributeValue, error) {
-	if av, ok := v.(types.AttributeValue); ok {
-		if isNil(av) {
-			return nil, errors.New("nil attribute value")
-		}
-		return av, nil
-	}
-	return attributevalue.Marshal(v)
 }
 
 // dynPut runs the conditional PutItem; on a failed condition it returns the

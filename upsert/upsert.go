@@ -5,8 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"reflect"
 	"slices"
+
+	"github.com/concurkit/concurkit/internal/handle"
 )
 
 var (
@@ -53,7 +54,7 @@ type spec struct {
 
 func (t Table) validate(db any, row map[string]any, returning []string, dest []any) (spec, error) {
 	var s spec
-	if isNil(db) {
+	if handle.IsNil(db) {
 		return s, fmt.Errorf("%w: nil database handle", ErrInvalidArgument)
 	}
 	if t.Key == "" {
@@ -66,7 +67,7 @@ func (t Table) validate(db any, row map[string]any, returning []string, dest []a
 		return s, fmt.Errorf("%w: %d returning columns but %d destinations", ErrInvalidArgument, len(returning), len(dest))
 	}
 	for i, d := range dest {
-		if isNil(d) {
+		if handle.IsNil(d) {
 			return s, fmt.Errorf("%w: destination %d for %q is nil", ErrInvalidArgument, i, returning[i])
 		}
 	}
@@ -129,20 +130,6 @@ func (s spec) args(row map[string]any) []any {
 		a[i] = row[c]
 	}
 	return a
-}
-
-// isNil reports whether h is nil or a typed nil pointer, which would
-// otherwise panic on first use.
-func isNil(h any) bool {
-	if h == nil {
-		return true
-	}
-	v := reflect.ValueOf(h)
-	switch v.Kind() {
-	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
-		return v.IsNil()
-	}
-	return false
 }
 
 // driverError wraps an error from the database for operation op, joining

@@ -11,6 +11,7 @@ import (
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/internal/redisnode"
 	"github.com/concurkit/concurkit/fenced"
+	"github.com/concurkit/concurkit/internal/handle"
 	"github.com/concurkit/concurkit/internal/lease"
 )
 
@@ -81,10 +82,10 @@ var _ distlock.Locker = (*Locker)(nil)
 // distlock.ErrInvalidOptions for a nil client or source or a negative
 // Config field.
 func New(client goredis.Scripter, source fenced.Source, cfg *Config) (*Locker, error) {
-	if redisnode.IsNil(client) {
+	if handle.IsNil(client) {
 		return nil, fmt.Errorf("%w: redis: nil client", distlock.ErrInvalidOptions)
 	}
-	if redisnode.IsNil(source) {
+	if handle.IsNil(source) {
 		return nil, fmt.Errorf("%w: redis: nil fenced.Source", distlock.ErrInvalidOptions)
 	}
 	c, err := cfg.resolve()

@@ -13,6 +13,7 @@ import (
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/internal/redisnode"
 	"github.com/concurkit/concurkit/fenced"
+	"github.com/concurkit/concurkit/internal/handle"
 	"github.com/concurkit/concurkit/internal/lease"
 )
 
@@ -122,12 +123,12 @@ func New[C goredis.Scripter](nodes []C, source fenced.Source, cfg *Config) (*Loc
 	}
 	ns := make([]goredis.Scripter, len(nodes))
 	for i, n := range nodes {
-		if redisnode.IsNil(n) {
+		if handle.IsNil(n) {
 			return nil, fmt.Errorf("%w: redlock: node %d is nil", distlock.ErrInvalidOptions, i)
 		}
 		ns[i] = n
 	}
-	if redisnode.IsNil(source) {
+	if handle.IsNil(source) {
 		return nil, fmt.Errorf("%w: redlock: nil fenced.Source", distlock.ErrInvalidOptions)
 	}
 	c, err := cfg.resolve()

@@ -6,7 +6,6 @@ import (
 	_ "embed" // Lua scripts
 	"errors"
 	"fmt"
-	"reflect"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -119,19 +118,6 @@ func Attempt[L any](ctx context.Context, source fenced.Source, pkg, key string, 
 		*tok = 0
 	}
 	return zero, err
-}
-
-// IsNil reports whether v, a client or token source handed to a backend,
-// is nil or an interface holding a nil pointer, func, map, chan or slice.
-func IsNil(v any) bool {
-	if v == nil {
-		return true
-	}
-	switch rv := reflect.ValueOf(v); rv.Kind() {
-	case reflect.Pointer, reflect.Func, reflect.Map, reflect.Chan, reflect.Interface, reflect.Slice:
-		return rv.IsNil()
-	}
-	return false
 }
 
 // Duration is one duration field of a backend's Config: its name (for the
