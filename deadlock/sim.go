@@ -26,7 +26,9 @@ type Options struct {
 	// LockTimeout is the longest wait under Timeout; default 1ms.
 	LockTimeout Time
 	// RestartDelay is the mean delay before an aborted transaction runs
-	// again (uniform in [d/2, 3d/2)); default 100µs. A restarted
+	// again (uniform in [d/2, 3d/2]); default 100µs. There is no
+	// exponential backoff: on a tiny hot set, lock timeouts can thrash for
+	// a long (logical and real) time; bound such runs with MaxTime. A restarted
 	// transaction keeps its original timestamp, so under wait-die and
 	// wound-wait it grows older and cannot starve.
 	RestartDelay Time
@@ -554,6 +556,8 @@ func (s *sim) abort(i int32, c Cause) {
 	t.pc, t.work = 0, 0
 	s.res.Aborts.add(c)
 	s.trace(TraceEvent{Kind: TraceAbort, Txn: t.txn.ID, Cause: c})
+	// A fixed penalty with jitter, as in DBx1000 (Yu et al.): no
+	// exponential backoff, so the policies are compared on equal terms.
 	d := s.o.RestartDelay/2 + Time(s.rng.Int64N(int64(s.o.RestartDelay)+1))
 	s.push(event{at: s.now + d, kind: evStep, tx: i, inc: t.inc})
 	s.wake()
