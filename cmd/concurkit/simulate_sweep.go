@@ -98,11 +98,11 @@ func runSweep(ctx context.Context, f simulateFlags, stdout io.Writer) error {
 	}); err != nil {
 		return err
 	}
-	if err := sweepPlot(filepath.Join(f.out, "sweep.png"), "Throughput vs contention", "committed tx / logical s", policies, results,
+	if err := sweepPlot(filepath.Join(f.out, "sweep.png"), "Throughput vs contention", "committed tx / logical s", false, policies, results,
 		func(r *deadlock.Result) float64 { return r.Throughput }); err != nil {
 		return err
 	}
-	if err := sweepPlot(filepath.Join(f.out, "sweep-aborts.png"), "Aborts vs contention", "aborts per commit (+0.01)", policies, results,
+	if err := sweepPlot(filepath.Join(f.out, "sweep-aborts.png"), "Aborts vs contention", "aborts per commit (+0.01)", true, policies, results,
 		func(r *deadlock.Result) float64 { return float64(r.Aborts.Total())/float64(r.Committed) + 0.01 }); err != nil {
 		return err
 	}
@@ -111,7 +111,7 @@ func runSweep(ctx context.Context, f simulateFlags, stdout io.Writer) error {
 	return nil
 }
 
-func sweepPlot(path, title, ylabel string, policies []deadlock.Policy, results map[deadlock.Policy][]sweepPoint, y func(*deadlock.Result) float64) error {
+func sweepPlot(path, title, ylabel string, legendTop bool, policies []deadlock.Policy, results map[deadlock.Policy][]sweepPoint, y func(*deadlock.Result) float64) error {
 	p := plot.New()
 	p.Title.Text = title
 	p.X.Label.Text = "hot resources (fewer = more contention)"
@@ -120,7 +120,7 @@ func sweepPlot(path, title, ylabel string, policies []deadlock.Policy, results m
 	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
 	p.Y.Scale = plot.LogScale{}
 	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
-	p.Legend.Top = false // bottom right: where the curves are not
+	p.Legend.Top = legendTop // right, where the curves are not
 	var lines []any
 	for _, pol := range policies {
 		pts := make(plotter.XYs, len(results[pol]))
