@@ -131,21 +131,24 @@ func (l *Locker) acquire(ctx context.Context, key string, opts *distlock.Options
 	if try {
 		return nil, distlock.ErrNotAcquired
 	}
-	token, err := l.waitTurn(ctx, pfx, myKey, myRev, id, secs, start)
+	// renewed is the local time just before the server last granted or
+	// renewed our lease: the validity of the lease counts from there.
+	renewed := start
+	token, err := l.waitTurn(ctx, pfx, myKey, myRev, id, secs, &renewed)
 	if err != nil {
 		return nil, l.fail(ctx, err)
 	}
-	// Renew our lease now, so the validity starts from a known local time
-	// (the last renewal while waiting may be up to TTL/3 old).
-	granted := start
-	start = time.Now()
-	if _, err := l.c.KeepAliveOnce(ctx, id); err != nil {
-		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			return nil, lostWhileWaiting(id, granted)
+	if time.Since(renewed) > o.TTL/2 { // e.g. a stalled process: renew before handing out the lease
+		at := time.Now()
+		if _, err := l.c.KeepAliveOnce(ctx, id); err != nil {
+			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+				return nil, lostWhileWaiting(id, start)
+			}
+			return nil, l.fail(ctx, fmt.Errorf("etcd: renew lease: %w", err))
 		}
-		return nil, l.fail(ctx, fmt.Errorf("etcd: renew lease: %w", err))
+		renewed = at
 	}
-	return l.newLease(key, myKey, id, token, o, start)
+	return l.newLease(key, myKey, id, token, o, renewed)
 }
 
 // fail joins a context error with ErrNotAcquired, so cancellation matches
@@ -163,7 +166,8 @@ func (l *Locker) fail(ctx context.Context, err error) error {
 // wait can end because our key was deleted when our lease expired; only a
 // key that still exists with our lease holds the lock) and returns its
 // CreateRevision, the token (the header revision is not, after a wait).
-func (l *Locker) waitTurn(ctx context.Context, pfx, myKey string, myRev int64, id clientv3.LeaseID, secs int64, granted time.Time) (fenced.Token, error) {
+func (l *Locker) waitTurn(ctx context.Context, pfx, myKey string, myRev int64, id clientv3.LeaseID, secs int64, renewed *time.Time) (fenced.Token, error) {
+	granted := *renewed
 	renew := time.NewTicker(max(time.Duration(secs)*time.Second/3, 300*time.Millisecond))
 	defer renew.Stop()
 	preds := append(clientv3.WithLastCreate(), clientv3.WithPrefix(), clientv3.WithMaxCreateRev(myRev-1))
@@ -180,7 +184,7 @@ func (l *Locker) waitTurn(ctx context.Context, pfx, myKey string, myRev int64, i
 		if len(before) == 0 {
 			return fenced.Token(mine[0].CreateRevision), nil
 		}
-		if err := l.waitDelete(ctx, string(before[0].Key), before[0].CreateRevision, id, renew.C, granted); err != nil {
+		if err := l.waitDelete(ctx, string(before[0].Key), before[0].CreateRevision, id, renew.C, granted, renewed); err != nil {
 			return 0, err
 		}
 	}
@@ -195,7 +199,7 @@ func lostWhileWaiting(id clientv3.LeaseID, granted time.Time) error {
 // watcher group (a watch from an older revision is caught up by a loop
 // that runs every 100 ms); once the watch is live, the key is read again
 // to catch a deletion that happened before.
-func (l *Locker) waitDelete(ctx context.Context, key string, createRev int64, id clientv3.LeaseID, renew <-chan time.Time, granted time.Time) error {
+func (l *Locker) waitDelete(ctx context.Context, key string, createRev int64, id clientv3.LeaseID, renew <-chan time.Time, granted time.Time, renewed *time.Time) error {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	wch := l.c.Watch(clientv3.WithRequireLeader(wctx), key, clientv3.WithCreatedNotify(), clientv3.WithFilterPut())
@@ -204,12 +208,14 @@ func (l *Locker) waitDelete(ctx context.Context, key string, createRev int64, id
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-renew:
+			at := time.Now()
 			if _, err := l.c.KeepAliveOnce(ctx, id); err != nil {
 				if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 					return lostWhileWaiting(id, granted)
 				}
 				return fmt.Errorf("etcd: renew lease while waiting: %w", err)
 			}
+			*renewed = at
 		case wr, ok := <-wch:
 			if !ok || wr.Err() != nil {
 				return nil // watch ended (no leader, compaction): re-read and watch again

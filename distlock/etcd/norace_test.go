@@ -1,0 +1,5 @@
+//go:build !race
+
+package etcd_test
+
+const raceEnabled = false
