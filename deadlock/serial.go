@@ -13,6 +13,7 @@ type NotSerializableError struct {
 	Cycle []TxnID
 }
 
+// Error names the precedence cycle.
 func (e *NotSerializableError) Error() string {
 	return fmt.Sprintf("deadlock: history is not conflict-serializable: precedence cycle %s", txnList(e.Cycle))
 }
