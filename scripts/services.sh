@@ -62,6 +62,18 @@ port_of() {
 	esac
 }
 
+# etcd fsyncs its WAL on every write and Debian's 3.4 has no --unsafe-no-fsync:
+# on a loaded machine a slow fsync stalls lease renewals for seconds. The data
+# is throwaway, so keep it on tmpfs (/dev/shm) when there is one.
+etcd_data() {
+	local shm=/dev/shm/concurkit-$1
+	if [[ -d /dev/shm && -w /dev/shm ]]; then
+		rm -rf "$shm"
+		mkdir -p "$shm"
+		ln -sfn "$shm" "$2/data"
+	fi
+}
+
 # Servers whose command line depends on the profile.
 profiled() { [[ $1 == pg || $1 == mariadb ]]; }
 
@@ -264,12 +276,14 @@ launch() {
 			org.apache.zookeeper.server.quorum.QuorumPeerMain "$d/zoo.cfg" </dev/null >>"$log" 2>&1 9>&- &
 		;;
 	etcd)
+		etcd_data "$n" "$d"
 		setsid etcd --name "$n" --data-dir "$d/data" --listen-client-urls "http://127.0.0.1:$p" \
 			--advertise-client-urls "http://127.0.0.1:$p" --listen-peer-urls "http://127.0.0.1:$((p + 1))" \
 			--initial-advertise-peer-urls "http://127.0.0.1:$((p + 1))" --initial-cluster "$n=http://127.0.0.1:$((p + 1))" \
 			--logger zap --log-level warn </dev/null >>"$log" 2>&1 9>&- &
 		;;
 	etcd[1-3])
+		etcd_data "$n" "$d"
 		setsid etcd --name "$n" --data-dir "$d/data" --listen-client-urls "http://127.0.0.1:$p" \
 			--advertise-client-urls "http://127.0.0.1:$p" --listen-peer-urls "http://127.0.0.1:$((p + 1))" \
 			--initial-advertise-peer-urls "http://127.0.0.1:$((p + 1))" --initial-cluster "$(etcd_cluster_flag)" \
