@@ -161,8 +161,8 @@ func ExampleSimulate_compare() {
 			p, res.Committed, res.Aborts.Total(), res.Deadlocks, deadlock.CheckSerializable(res.History) == nil)
 	}
 	// Output:
-	// detect          committed 500 aborted  799 deadlocks 799 serializable true
-	// detect-periodic committed 500 aborted 1073 deadlocks 1073 serializable true
+	// detect          committed 500 aborted  831 deadlocks 831 serializable true
+	// detect-periodic committed 500 aborted  965 deadlocks 965 serializable true
 	// wait-die        committed 500 aborted 1807 deadlocks   0 serializable true
 	// wound-wait      committed 500 aborted 1518 deadlocks   0 serializable true
 	// no-wait         committed 500 aborted 2501 deadlocks   0 serializable true

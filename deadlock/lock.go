@@ -409,39 +409,6 @@ func appendBlockers(t *txnState, dst []*txnState) []*txnState {
 	return dst
 }
 
-// appendCycleEdges appends a subset of t's blockers with the same
-// reachability, for cycle search: scanning the queue back from t, the
-// nearest conflicting X request already waits for everything before it
-// (every earlier request and every other holder), so the scan stops there;
-// only if there is none does t need its own edges to the holders. This
-// keeps a long queue from costing its square.
-func appendCycleEdges(t *txnState, dst []*txnState) []*txnState {
-	l := t.waitOn
-	if l == nil {
-		return dst
-	}
-	pos := len(l.queue) - 1
-	for pos >= 0 && l.queue[pos].t != t {
-		pos--
-	}
-	for j := pos - 1; j >= 0; j-- {
-		q := l.queue[j]
-		if compatible(q.mode, t.waitMod) {
-			continue
-		}
-		dst = append(dst, q.t)
-		if q.mode == Exclusive {
-			return dst
-		}
-	}
-	for _, h := range l.holders {
-		if h.t != t && !compatible(h.mode, t.waitMod) {
-			dst = append(dst, h.t)
-		}
-	}
-	return dst
-}
-
 // Blockers returns the transactions txn waits for (its out-edges in the
 // wait-for graph), or nil if it is not waiting.
 func (m *LockManager) Blockers(txn TxnID) []TxnID {
@@ -525,10 +492,7 @@ func appendWaiters(u *txnState, dst []*txnState) []*txnState {
 // of txn and backward along the waits for txn, always extending the
 // smaller frontier, until the two meet (a cycle) or either side runs out
 // (none). It touches only edges reachable from txn, and usually far fewer:
-// a transaction nobody waits for costs a look at its own locks. Forward, a
-// waiter's edges to requests queued before it are cut at the nearest
-// conflicting X request, which waits for all of them itself; the cycle
-// returned is a real cycle of the full graph.
+// a transaction nobody waits for costs a look at its own locks.
 func (m *LockManager) FindCycle(txn TxnID) []TxnID {
 	t := m.txns[txn]
 	if t == nil || t.waitOn == nil {
@@ -546,7 +510,7 @@ func (m *LockManager) FindCycle(txn TxnID) []TxnID {
 		if len(fq)-fi <= len(bq)-bi {
 			u := fq[fi]
 			fi++
-			m.buf = appendCycleEdges(u, m.buf[:0])
+			m.buf = appendBlockers(u, m.buf[:0])
 			for _, b := range m.buf {
 				if b.bmark == ep { // u -> b ->* t
 					return joinCycle(u, b)
