@@ -34,10 +34,15 @@ import (
 //   - Waiting with no cycle through the new wait: the session is observed
 //     blocked, and stays blocked until the simulator grants it.
 //   - Waiting with a cycle (FindCycle): the database reports a deadlock
-//     (40P01 / 1213) on one of the blocked sessions, and that victim is a
-//     member of the simulator's cycle. Both sides then abort that victim
-//     (the databases choose victims differently: PostgreSQL the session
-//     whose deadlock_timeout fired, InnoDB the "lightest" transaction).
+//     (40P01 / 1213) on one of the blocked sessions, and that victim lies
+//     on a cycle of the simulator's wait-for graph. Both sides then abort
+//     that victim (the databases choose victims differently: PostgreSQL
+//     the session whose deadlock_timeout fired, InnoDB the "lightest"
+//     transaction). PostgreSQL occasionally aborts a second member of the
+//     same cycle (two backends' checks overlapping); such an extra victim
+//     must also have been on a cycle, and is counted separately.
+//   - If a cycle remains after the victim leaves (its waiters moved on to
+//     their next lock), the server must report that deadlock too.
 //
 // After every release (commit or victim rollback) the sessions the
 // simulator grants must complete, and every transaction the simulator keeps
