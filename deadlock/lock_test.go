@@ -298,3 +298,47 @@ func crossCheckCycles(t *testing.T, m *deadlock.LockManager) {
 		}
 	}
 }
+
+// FuzzLockManager interprets the input as a sequence of requests and
+// releases and checks the lock table's invariants and FindCycle against a
+// plain search of the full wait-for graph after every step.
+func FuzzLockManager(f *testing.F) {
+	f.Add([]byte{0, 1, 1, 1, 2, 1, 0, 2, 1, 1, 1, 1})
+	f.Add([]byte{0, 0, 0, 1, 0, 0, 0, 0, 1, 1, 0, 1})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var m deadlock.LockManager
+		for i := 0; i+2 < len(data) && i < 3*200; i += 3 {
+			txn := deadlock.TxnID(data[i]%8 + 1)
+			r := deadlock.Resource(data[i+1] % 5)
+			switch data[i+2] % 4 {
+			case 0, 1:
+				mode := deadlock.Mode(data[i+2]%4 + 1)
+				if _, _, w := m.Waiting(txn); w {
+					if _, err := m.Acquire(txn, r, mode); !errors.Is(err, deadlock.ErrAlreadyWaiting) {
+						t.Fatalf("second wait: %v", err)
+					}
+					continue
+				}
+				if _, err := m.Acquire(txn, r, mode); err != nil {
+					t.Fatal(err)
+				}
+			case 2:
+				for _, g := range m.Release(txn) {
+					if _, _, w := m.Waiting(g.Txn); w {
+						t.Fatalf("T%d granted but still waiting", g.Txn)
+					}
+				}
+			case 3:
+				if _, _, w := m.Waiting(txn); !w {
+					if _, err := m.TryAcquire(txn, r, deadlock.Exclusive); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if err := m.Check(); err != nil {
+				t.Fatal(err)
+			}
+			crossCheckCycles(t, &m)
+		}
+	})
+}
