@@ -151,7 +151,7 @@ func BenchmarkSimulate(b *testing.B) {
 				requests := 0
 				cpu := cpuTime()
 				for b.Loop() {
-					res, err := deadlock.Simulate(txns, &deadlock.Options{Policy: p, Concurrency: c.active, MaxGraphs: -1})
+					res, err := deadlock.Simulate(b.Context(), txns, &deadlock.Options{Policy: p, Concurrency: c.active, MaxGraphs: -1})
 					if err != nil {
 						b.Fatal(err)
 					}

@@ -1,6 +1,7 @@
 package deadlock_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -124,7 +125,7 @@ func ExampleSimulate() {
 		{ID: 1, Ops: []deadlock.Op{{Kind: deadlock.Write, Resource: 1}, {Kind: deadlock.Write, Resource: 2}}},
 		{ID: 2, Ops: []deadlock.Op{{Kind: deadlock.Write, Resource: 2}, {Kind: deadlock.Write, Resource: 1}}},
 	}
-	res, err := deadlock.Simulate(txns, &deadlock.Options{Trace: true}) // detection, youngest victim
+	res, err := deadlock.Simulate(context.Background(), txns, &deadlock.Options{Trace: true}) // detection, youngest victim
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -152,7 +153,7 @@ func ExampleSimulate() {
 func ExampleSimulate_compare() {
 	txns, _ := deadlock.Workload{Seed: 1, Transactions: 500, Resources: 50, ReadRatio: 0.5}.Generate()
 	for _, p := range deadlock.AllPolicies() {
-		res, err := deadlock.Simulate(txns, &deadlock.Options{Policy: p, Concurrency: 16})
+		res, err := deadlock.Simulate(context.Background(), txns, &deadlock.Options{Policy: p, Concurrency: 16})
 		if err != nil {
 			fmt.Println(err)
 			return

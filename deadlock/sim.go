@@ -1,6 +1,7 @@
 package deadlock
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -160,8 +161,10 @@ type sim struct {
 // It returns an error wrapping ErrInvalidWorkload for invalid options or
 // scripts (zero or duplicate IDs, unknown step kinds, negative times), ErrStuck
 // if transactions cannot finish, and ErrInvariant when Options.Check finds
-// a broken invariant.
-func Simulate(txns []Txn, opts *Options) (*Result, error) {
+// a broken invariant. A run can take long (a large workload, or lock
+// timeouts thrashing on a hot spot): it stops when ctx ends, returning an
+// error that wraps ctx.Err().
+func Simulate(ctx context.Context, txns []Txn, opts *Options) (*Result, error) {
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -223,7 +226,12 @@ func Simulate(txns []Txn, opts *Options) (*Result, error) {
 	if len(s.order) > 0 {
 		s.push(event{at: txns[s.order[0]].Arrival, kind: evArrive})
 	}
-	for len(s.ev) > 0 && s.err == nil {
+	for n := 0; len(s.ev) > 0 && s.err == nil; n++ {
+		if n%4096 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, fmt.Errorf("deadlock: simulation stopped at t=%s with %d of %d committed: %w", s.now, s.res.Committed, len(txns), err)
+			}
+		}
 		e := s.pop()
 		s.now = e.at
 		if o.MaxTime > 0 && s.now > o.MaxTime {

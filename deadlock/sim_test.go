@@ -1,6 +1,7 @@
 package deadlock_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"reflect"
@@ -25,7 +26,7 @@ func crossed() []deadlock.Txn {
 }
 
 func TestSimulateTwoTransactionDeadlock(t *testing.T) {
-	res, err := deadlock.Simulate(crossed(), &deadlock.Options{Trace: true, Check: true})
+	res, err := deadlock.Simulate(t.Context(), crossed(), &deadlock.Options{Trace: true, Check: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +57,7 @@ func TestSimulateThreeWayDeadlock(t *testing.T) {
 		{ID: 2, Ops: []deadlock.Op{w(2), w(3)}},
 		{ID: 3, Ops: []deadlock.Op{w(3), rd(1)}},
 	}
-	res, err := deadlock.Simulate(txns, &deadlock.Options{Check: true})
+	res, err := deadlock.Simulate(t.Context(), txns, &deadlock.Options{Check: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +72,7 @@ func TestSimulateUpgradeDeadlock(t *testing.T) {
 		{ID: 2, Ops: []deadlock.Op{rd(1), w(1)}},
 	}
 	for _, v := range []deadlock.Victim{deadlock.Youngest, deadlock.LeastWork, deadlock.FewestLocks} {
-		res, err := deadlock.Simulate(txns, &deadlock.Options{Victim: v, Check: true})
+		res, err := deadlock.Simulate(t.Context(), txns, &deadlock.Options{Victim: v, Check: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,7 +98,7 @@ func TestPreventionTextbookCases(t *testing.T) {
 	}
 	for name, txns := range cases {
 		for p, aborts := range want {
-			res, err := deadlock.Simulate(txns, &deadlock.Options{Policy: p, Check: true})
+			res, err := deadlock.Simulate(t.Context(), txns, &deadlock.Options{Policy: p, Check: true})
 			if err != nil {
 				t.Fatalf("%s/%s: %v", name, p, err)
 			}
@@ -154,12 +155,12 @@ func TestSimulateDeterministic(t *testing.T) {
 	}
 	for _, p := range deadlock.AllPolicies() {
 		opts := &deadlock.Options{Policy: p, Seed: 3, Trace: true, MaxGraphs: 5}
-		a, err := deadlock.Simulate(txns, opts)
+		a, err := deadlock.Simulate(t.Context(), txns, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
 		again, _ := deadlock.Workload{Seed: 7, Transactions: 300, Resources: 50, ReadRatio: 0.5, Skew: 0.8}.Generate()
-		b, err := deadlock.Simulate(again, opts)
+		b, err := deadlock.Simulate(t.Context(), again, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -187,7 +188,7 @@ func TestInvalidInput(t *testing.T) {
 		{nil, &deadlock.Options{Concurrency: -1}},
 		{nil, &deadlock.Options{Policy: 42}},
 	} {
-		if _, err := deadlock.Simulate(c.txns, c.opts); !errors.Is(err, deadlock.ErrInvalidWorkload) {
+		if _, err := deadlock.Simulate(t.Context(), c.txns, c.opts); !errors.Is(err, deadlock.ErrInvalidWorkload) {
 			t.Errorf("%+v: %v", c, err)
 		}
 	}
@@ -229,7 +230,7 @@ func TestProperties(t *testing.T) {
 					continue
 				}
 				name := fmt.Sprintf("seed=%d/%s/%s", seed, p, v)
-				res, err := deadlock.Simulate(txns, &deadlock.Options{
+				res, err := deadlock.Simulate(t.Context(), txns, &deadlock.Options{
 					Policy: p, Victim: v, Seed: seed, Concurrency: int(2 + seed%8),
 					Trace: true, Check: true, MaxTime: 10 * deadlock.Second,
 				})
@@ -298,5 +299,17 @@ func checkLockIntervals(t *testing.T, name string, trace []deadlock.TraceEvent) 
 	}
 	if len(mine) != 0 {
 		t.Fatalf("%s: locks left at the end: %v", name, mine)
+	}
+}
+
+func TestSimulateCancelled(t *testing.T) {
+	txns, err := deadlock.Workload{Seed: 1, Transactions: 100}.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := deadlock.Simulate(ctx, txns, nil); !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
 	}
 }

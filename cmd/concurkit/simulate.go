@@ -107,7 +107,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return err
 		}
 		opts := f.options(p, victim)
-		res, err := deadlock.Simulate(txns, opts)
+		res, err := deadlock.Simulate(ctx, txns, opts)
 		if err != nil {
 			return fmt.Errorf("%s: %w", p, err)
 		}

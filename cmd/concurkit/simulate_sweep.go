@@ -47,7 +47,7 @@ func runSweep(ctx context.Context, f simulateFlags, stdout io.Writer) error {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			res, err := deadlock.Simulate(txns, f.options(p, victim))
+			res, err := deadlock.Simulate(ctx, txns, f.options(p, victim))
 			if err != nil {
 				return fmt.Errorf("sweep hot=%d %s: %w", hot, p, err)
 			}
