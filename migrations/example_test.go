@@ -140,3 +140,38 @@ func ExampleUpFS() {
 	fmt.Println("new rows start at version", version)
 	// Output: new rows start at version 1
 }
+
+func ExampleDownFS() {
+	ctx := context.Background()
+	dsn := exampleURL("ck_example_downfs")
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `CREATE TABLE orders (id bigint PRIMARY KEY)`); err != nil {
+		log.Fatal(err)
+	}
+	files, err := migrations.Template(migrations.TemplateOptions{
+		Dialect: migrations.Postgres, Table: "orders", FencingColumn: migrations.DefaultFencingColumn, Version: 1,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "migrations")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	_ = os.WriteFile(dir+"/"+files.UpName, []byte(files.Up), 0o644)
+	_ = os.WriteFile(dir+"/"+files.DownName, []byte(files.Down), 0o644)
+	for _, apply := range []func(context.Context, migrations.Dialect, fs.FS, string) error{migrations.UpFS, migrations.DownFS} {
+		if err := apply(ctx, migrations.Postgres, os.DirFS(dir), dsn); err != nil {
+			log.Fatal(err)
+		}
+	}
+	var columns int
+	_ = conn.QueryRow(ctx, `SELECT count(*) FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = 'orders'`).Scan(&columns)
+	fmt.Println("columns after up and down:", columns)
+	// Output: columns after up and down: 1
+}

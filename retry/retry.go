@@ -57,6 +57,7 @@ type ExhaustedError struct {
 	Last     error // error of the last attempt
 }
 
+// Error reports the attempts made and the last error.
 func (e *ExhaustedError) Error() string {
 	return fmt.Sprintf("retry: gave up after %d attempts: %v", e.Attempts, e.Last)
 }
