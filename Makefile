@@ -18,8 +18,10 @@ GO           ?= go
 SERVICES     := scripts/services.sh
 TIMED        := scripts/timed.sh
 TEST_TIMEOUT ?= 12m
-# Extra `go test` flags, e.g. TESTFLAGS=-count=1 to bypass the test cache.
-TESTFLAGS    ?=
+# Extra `go test` flags. -count=1 by default: the tests talk to servers whose
+# state the test cache cannot see, so a cached "ok" would prove nothing.
+# `make test TESTFLAGS=` allows cached results.
+TESTFLAGS    ?= -count=1
 FUZZTIME     ?= 5s
 # Fuzz targets run by `make test`, as pkg/path:FuzzName (space separated):
 # everything that builds SQL from caller-supplied names or parses input.
