@@ -88,9 +88,7 @@ func newDynamoStore(t *testing.T) locktest.Store {
 
 func TestConformance(t *testing.T) {
 	_, newLocker := table(t)
-	locktest.Run(t, func(t *testing.T) distlock.Locker { return newLocker(t) }, locktest.Options{
-		Goroutines: 8, Sections: 50, // each section is 2+ HTTP round trips to a JVM
-	})
+	locktest.Run(t, func(t *testing.T) distlock.Locker { return newLocker(t) }, locktest.Options{})
 }
 
 // TestKleppmannDynamoStore: the same scenario with the fenced write on

@@ -1,5 +1,0 @@
-//go:build !race
-
-package etcd_test
-
-const raceEnabled = false
