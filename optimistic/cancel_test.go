@@ -17,7 +17,7 @@ import (
 // reports true: the server, not a sleep, tells us the CAS is blocked.
 func waitFor(t *testing.T, what string, cond func() (bool, error)) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		ok, err := cond()
 		if err != nil {
@@ -29,7 +29,10 @@ func waitFor(t *testing.T, what string, cond func() (bool, error)) {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
-		time.Sleep(2 * time.Millisecond)
+		// InnoDB rebuilds its INNODB_TRX cache only when the last read is
+		// over 100 ms old: polling faster can keep a stale snapshot (no
+		// LOCK WAIT) forever. 150 ms lets it refresh between polls.
+		time.Sleep(150 * time.Millisecond)
 	}
 }
 
