@@ -28,9 +28,6 @@ func TestSimulateCompare(t *testing.T) {
 }
 
 func TestSimulateSweep(t *testing.T) {
-	if testing.Short() {
-		t.Skip("sweep runs 54 simulations")
-	}
 	dir := t.TempDir()
 	var out, errb bytes.Buffer
 	if err := runSimulate(t.Context(), []string{"--sweep", "--out", dir}, &out, &errb); err != nil {

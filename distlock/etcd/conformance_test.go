@@ -28,9 +28,6 @@ func TestConformance(t *testing.T) {
 // data on tmpfs, so a slow fsync on a loaded machine does not stall lease
 // renewals).
 func TestConformanceCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("the single-server run covers the protocol; -short skips the cluster")
-	}
 	suite(t, func(t testing.TB) (*clientv3.Client, string) {
 		c, _, prefix := testenv.EtcdCluster(t)
 		return c, prefix

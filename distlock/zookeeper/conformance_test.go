@@ -75,9 +75,6 @@ func TestConformance(t *testing.T) {
 }
 
 func TestConformanceEnsemble(t *testing.T) {
-	if testing.Short() {
-		t.Skip("the standalone run covers the protocol; -short skips the ensemble")
-	}
 	servers, root := testenv.ZooKeeperEnsemble(t)
 	suite(t, servers, root)
 }
