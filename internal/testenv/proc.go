@@ -90,6 +90,46 @@ func (p *Proc) kill(wait time.Duration) error {
 	}
 }
 
+// Freeze sends SIGSTOP to the process group: the server stays alive, its
+// sockets stay open, and it answers nothing, which is what a paused VM, a GC
+// pause or a hung disk look like to a client (the common production fault,
+// unlike a crash, which resets connections at once). Thaw resumes it; the
+// test's cleanup resumes it too, so a failed test never leaves it stopped.
+func (p *Proc) Freeze(t testing.TB) {
+	t.Helper()
+	p.signalGroup(t, syscall.SIGSTOP)
+	t.Cleanup(func() { p.signalQuiet(syscall.SIGCONT) })
+}
+
+// Thaw sends SIGCONT to the process group, undoing Freeze.
+func (p *Proc) Thaw(t testing.TB) {
+	t.Helper()
+	p.signalGroup(t, syscall.SIGCONT)
+}
+
+func (p *Proc) signalGroup(t testing.TB, sig syscall.Signal) {
+	t.Helper()
+	if err := p.signalQuiet(sig); err != nil {
+		t.Fatalf("testenv: %v to %s: %v", sig, p.Name, err)
+	}
+}
+
+func (p *Proc) signalQuiet(sig syscall.Signal) error {
+	p.mu.Lock()
+	cmd, done := p.cmd, p.done
+	p.mu.Unlock()
+	if done == nil {
+		return errors.New("not started")
+	}
+	select {
+	case <-done:
+		return errors.New("not running")
+	default:
+	}
+	// Setpgid made the process its own group leader: -pid is the group.
+	return syscall.Kill(-cmd.Process.Pid, sig)
+}
+
 // Start starts the process again (same port, same data dir) and waits until
 // it serves requests (at most ProcReadyTimeout). For etcd and ZooKeeper
 // members "serves" needs a quorum: start enough members, or use StartNoWait

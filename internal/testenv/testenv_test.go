@@ -359,6 +359,25 @@ func TestStartRedis(t *testing.T) {
 	}
 }
 
+func TestProcFreeze(t *testing.T) {
+	t.Parallel()
+	p := testenv.StartRedis(t, 1)[0]
+	c := testenv.RedisClient(t, p.Addr, "")
+	p.Freeze(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err == nil {
+		t.Fatal("ping of a frozen server succeeded")
+	}
+	if !p.Running() {
+		t.Fatal("a frozen process reported as not running")
+	}
+	p.Thaw(t)
+	if err := c.Ping(t.Context()).Err(); err != nil {
+		t.Fatalf("ping after Thaw: %v", err)
+	}
+}
+
 func TestStartEtcdCluster(t *testing.T) {
 	t.Parallel()
 	procs := testenv.StartEtcdCluster(t, 3)
