@@ -1,0 +1,33 @@
+package concurkit
+
+import "errors"
+
+// ErrInvalidArgument is the one sentinel for bad input across the module: a
+// nil or typed-nil handle, an empty or invalid name, a negative duration, a
+// token or version out of range. Every package returns errors that match it
+// with errors.Is, before any I/O. A package may define a more specific
+// sentinel (distlock.ErrInvalidKey, fenced.ErrInvalidToken) that matches it
+// as well.
+var ErrInvalidArgument = errors.New("concurkit: invalid argument")
+
+// ErrOutcomeUnknown is the one sentinel for "the request may or may not have
+// taken effect": a COMMIT whose answer was lost, a statement the context
+// interrupted whose server-side cancellation could not be confirmed, a lock
+// release the server did not confirm. The caller must check the data (or
+// make the work idempotent) before trying again; nothing in the module
+// retries it.
+var ErrOutcomeUnknown = errors.New("concurkit: outcome unknown")
+
+// InvalidArgumentError returns a new sentinel for a package's more specific
+// kind of bad input: its message is msg and it matches both itself and
+// ErrInvalidArgument with errors.Is. Packages use it to define their own
+// sentinels, e.g.
+//
+//	var ErrInvalidKey = concurkit.InvalidArgumentError("distlock: invalid key")
+func InvalidArgumentError(msg string) error { return &invalidArgument{msg} }
+
+type invalidArgument struct{ msg string }
+
+func (e *invalidArgument) Error() string { return e.msg }
+
+func (e *invalidArgument) Is(target error) bool { return target == ErrInvalidArgument }

@@ -1,0 +1,36 @@
+package concurkit_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/concurkit/concurkit"
+)
+
+func TestInvalidArgumentError(t *testing.T) {
+	a := concurkit.InvalidArgumentError("pkg: invalid key")
+	b := concurkit.InvalidArgumentError("pkg: invalid key")
+	wrapped := fmt.Errorf("%w: empty", a)
+	for _, tc := range []struct {
+		name   string
+		err    error
+		target error
+		want   bool
+	}{
+		{"matches the module sentinel", a, concurkit.ErrInvalidArgument, true},
+		{"matches itself", a, a, true},
+		{"wrapped matches the module sentinel", wrapped, concurkit.ErrInvalidArgument, true},
+		{"wrapped matches itself", wrapped, a, true},
+		{"two sentinels with one message stay distinct", a, b, false},
+		{"the module sentinel is not the specific one", concurkit.ErrInvalidArgument, a, false},
+		{"not outcome unknown", a, concurkit.ErrOutcomeUnknown, false},
+	} {
+		if got := errors.Is(tc.err, tc.target); got != tc.want {
+			t.Errorf("%s: errors.Is = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if got := wrapped.Error(); got != "pkg: invalid key: empty" {
+		t.Errorf("message %q", got)
+	}
+}
