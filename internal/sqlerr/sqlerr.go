@@ -40,6 +40,8 @@ const (
 	PGLockNotAvailable     = "55P03"
 	PGUniqueViolation      = "23505"
 	PGQueryCanceled        = "57014"
+	// PGSequenceLimit: nextval passed the sequence's MAXVALUE.
+	PGSequenceLimit = "2200H"
 )
 
 // MySQL and MariaDB server error numbers.
@@ -58,6 +60,9 @@ const (
 	// InnoDB rolls the whole transaction back as it does a deadlock victim
 	// (MDEV-35235). It is the MariaDB counterpart of PostgreSQL's 40001.
 	MariaDBRecordChanged = 1020
+	// MariaDBSequenceRunOut: NEXTVAL passed a (non-cycling) SEQUENCE's
+	// MAXVALUE.
+	MariaDBSequenceRunOut = 4084
 )
 
 // SQLState returns the PostgreSQL SQLSTATE in err's chain, or "".
