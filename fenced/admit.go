@@ -43,7 +43,10 @@ func Admit(ctx context.Context, tx DBTX, resource string, token Token) error {
 	return Fence{}.Admit(ctx, tx, resource, token)
 }
 
-// AdmitMySQL is Admit for MySQL/MariaDB.
+// AdmitMySQL is Admit for MySQL/MariaDB (WriteMySQL on the fence row). Its
+// "unchanged" check is a locking read, so it also refuses a stale token
+// inside a REPEATABLE READ transaction whose snapshot predates the
+// successor's token.
 func AdmitMySQL(ctx context.Context, tx SQLDBTX, resource string, token Token) error {
 	return Fence{}.AdmitMySQL(ctx, tx, resource, token)
 }

@@ -29,6 +29,18 @@
 //     elsewhere (send the e-mail only if the transaction that admitted the
 //     token commits).
 //
-// Identifiers (table, column, sequence names) are validated and quoted;
-// values are always bind parameters.
+// Where a MySQL/MariaDB write changed nothing, the token is read back with
+// a locking read: inside a REPEATABLE READ transaction a plain SELECT would
+// read the transaction's old snapshot and could mistake a successor's
+// newer token for the caller's own. Given a *sql.DB, a MySQL write whose
+// context ends while it waits for a lock is stopped on the server (KILL
+// QUERY) before the call returns; where that cannot be confirmed the
+// error is *AmbiguousCommitError. In PostgreSQL a REPEATABLE READ
+// transaction that meets a successor's newer row gets a serialization
+// failure (SQLSTATE 40001) instead of ErrStaleToken: retry the
+// transaction, and its fresh snapshot then gets ErrStaleToken.
+//
+// A nil handle, typed nil pointers included, is ErrNilHandle, returned
+// before any I/O. Identifiers (table, column, sequence names) are
+// validated and quoted; values are always bind parameters.
 package fenced

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/concurkit/concurkit/internal/dynamodbapi"
+	"github.com/concurkit/concurkit/internal/handle"
 )
 
 // DynamoDBPutter is the part of *dynamodb.Client that PutDynamoDB uses.
@@ -49,7 +50,7 @@ const (
 // already sets the token attribute, ErrNilHandle for a nil client, and SDK
 // errors wrapped.
 func PutDynamoDB(ctx context.Context, db DynamoDBPutter, g Guard, item map[string]types.AttributeValue, token Token) error {
-	if db == nil {
+	if handle.IsNil(db) {
 		return ErrNilHandle
 	}
 	if err := checkToken(token); err != nil {
@@ -112,7 +113,7 @@ type DynamoDBCounterOptions struct {
 // ErrNilHandle for a nil client and ErrInvalidGuard for an empty table or
 // name.
 func NewDynamoDBCounter(db DynamoDBUpdater, table, name string, opts *DynamoDBCounterOptions) (*DynamoDBCounter, error) {
-	if db == nil {
+	if handle.IsNil(db) {
 		return nil, ErrNilHandle
 	}
 	if table == "" || name == "" {
@@ -129,7 +130,8 @@ func NewDynamoDBCounter(db DynamoDBUpdater, table, name string, opts *DynamoDBCo
 }
 
 // Next adds 1 to the counter and returns the new value. SDK errors are
-// wrapped; a response without the attribute is an error.
+// wrapped; a response without the attribute is an error; a counter that
+// passed math.MaxInt64 is ErrTokenOverflow.
 func (c *DynamoDBCounter) Next(ctx context.Context) (Token, error) {
 	out, err := c.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(c.table),
@@ -143,6 +145,11 @@ func (c *DynamoDBCounter) Next(ctx context.Context) (Token, error) {
 		return 0, fmt.Errorf("fenced: counter %s/%s: %w", c.table, c.name, err)
 	}
 	v, err := numberAttr(out.Attributes, c.value)
+	if errors.Is(err, strconv.ErrRange) {
+		// DynamoDB numbers have 38 digits: the counter can pass
+		// math.MaxInt64, and every token from then on would be unusable.
+		return 0, fmt.Errorf("%w: counter %s/%s passed math.MaxInt64: %w", ErrTokenOverflow, c.table, c.name, err)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("fenced: counter %s/%s: %w", c.table, c.name, err)
 	}

@@ -235,32 +235,6 @@ func TestBadInput(t *testing.T) {
 			}
 		})
 	}
-	t.Run("nil handles", func(t *testing.T) {
-		var nilPG *pgxpool.Pool
-		for name, err := range map[string]error{
-			"WritePostgres":   fenced.WritePostgres(ctx, nil, accounts, 1, 1),
-			"UpdateMySQL":     fenced.UpdateMySQL(ctx, nil, accounts, 1, 1),
-			"Admit":           fenced.Admit(ctx, nil, "r", 1),
-			"AdmitMySQL":      fenced.AdmitMySQL(ctx, nil, "r", 1),
-			"PutDynamoDB":     fenced.PutDynamoDB(ctx, nil, fenced.Guard{Table: "t"}, nil, 1),
-			"CreatePGSeq":     fenced.CreatePostgresSequence(ctx, nil),
-			"CreateMySQLSeq":  fenced.CreateMySQLSequence(ctx, nil),
-			"typed nil is ok": errNilPool(nilPG),
-		} {
-			if !errors.Is(err, fenced.ErrNilHandle) {
-				t.Errorf("%s = %v, want ErrNilHandle", name, err)
-			}
-		}
-		if _, err := fenced.NewPostgresSequence(nil); !errors.Is(err, fenced.ErrNilHandle) {
-			t.Errorf("NewPostgresSequence(nil) = %v", err)
-		}
-		if _, err := fenced.NewMySQLSequence(nil); !errors.Is(err, fenced.ErrNilHandle) {
-			t.Errorf("NewMySQLSequence(nil) = %v", err)
-		}
-		if _, err := fenced.NewDynamoDBCounter(nil, "t", "n", nil); !errors.Is(err, fenced.ErrNilHandle) {
-			t.Errorf("NewDynamoDBCounter(nil) = %v", err)
-		}
-	})
 	t.Run("bad names", func(t *testing.T) {
 		if _, err := fenced.NewPostgresSequence(pg, ""); !errors.Is(err, fenced.ErrInvalidGuard) {
 			t.Errorf("empty sequence name: %v", err)
@@ -272,15 +246,6 @@ func TestBadInput(t *testing.T) {
 			t.Errorf("empty resource: %v", err)
 		}
 	})
-}
-
-// errNilPool documents a limit: a typed nil *pgxpool.Pool in the interface
-// is not nil; the functions only detect an untyped nil handle.
-func errNilPool(p *pgxpool.Pool) error {
-	if p == nil {
-		return fenced.ErrNilHandle
-	}
-	return nil
 }
 
 const (

@@ -16,7 +16,9 @@ var (
 	// ErrInvalidGuard: an empty or invalid table, column or sequence name,
 	// a duplicate column, or a Set that targets the key or token column.
 	ErrInvalidGuard = errors.New("fenced: invalid guard")
-	// ErrNilHandle: a nil database or client handle.
+	// ErrNilHandle: a nil database or client handle, including an
+	// interface holding a nil pointer (a nil *pgxpool.Pool, *sql.DB or
+	// *dynamodb.Client). It is returned before any I/O.
 	ErrNilHandle = errors.New("fenced: nil handle")
 	// ErrNotFound: UpdatePostgres or UpdateMySQL found no row with the key.
 	ErrNotFound = errors.New("fenced: row not found")

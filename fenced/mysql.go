@@ -8,7 +8,10 @@ import (
 	"strings"
 
 	"github.com/concurkit/concurkit/internal/dbtx"
+	"github.com/concurkit/concurkit/internal/handle"
 	"github.com/concurkit/concurkit/internal/ident"
+	"github.com/concurkit/concurkit/internal/mysqlcancel"
+	"github.com/concurkit/concurkit/internal/sqlerr"
 )
 
 // SQLDBTX is the part of a database/sql *DB, *Conn or *Tx that the MySQL
@@ -21,9 +24,16 @@ const (
 	// IF(token <= new token, new, old); the token column is assigned last
 	// because MySQL evaluates the assignments left to right and later ones
 	// see earlier results.
-	myUpsert    = "INSERT INTO %[1]s (%[2]s, %[3]s%[4]s) VALUES (?, ?%[5]s) ON DUPLICATE KEY UPDATE %[6]s%[3]s = IF(%[3]s <= VALUES(%[3]s), VALUES(%[3]s), %[3]s)"
-	myUpdate    = "UPDATE %[1]s SET %[4]s%[3]s = ? WHERE %[2]s = ? AND %[3]s <= ?"
-	myReadToken = "SELECT %[3]s FROM %[1]s WHERE %[2]s = ?"
+	myUpsert = "INSERT INTO %[1]s (%[2]s, %[3]s%[4]s) VALUES (?, ?%[5]s) ON DUPLICATE KEY UPDATE %[6]s%[3]s = IF(%[3]s <= VALUES(%[3]s), VALUES(%[3]s), %[3]s)"
+	myUpdate = "UPDATE %[1]s SET %[4]s%[3]s = ? WHERE %[2]s = ? AND %[3]s <= ?"
+	// myReadToken must be a locking (current) read: the guarded statement
+	// compared the token with the newest committed row, and so must the
+	// read that interprets its outcome. A plain SELECT inside a REPEATABLE
+	// READ transaction reads the transaction's snapshot, which can still
+	// show the caller's own older token after a successor committed a
+	// higher one: "unchanged, token equal" would then report a rejected
+	// write as accepted.
+	myReadToken = "SELECT %[3]s FROM %[1]s WHERE %[2]s = ? LOCK IN SHARE MODE"
 	myNextval   = "SELECT NEXTVAL(%s)"
 	myCreateSeq = "CREATE SEQUENCE IF NOT EXISTS %s START WITH 1 MINVALUE 1 INCREMENT BY 1"
 )
@@ -34,11 +44,23 @@ const (
 // MySQL's affected-row count tells an accepted update (2) apart, but not
 // an insert from a rejected write under clientFoundRows (both 1), nor a
 // rejected write from an equal token rewriting identical values (both 0).
-// In those cases a second query reads the row's token: equal means the
-// write was accepted, higher means ErrStaleToken. The stored token never
-// decreases, so a rejected write is never reported as accepted; an insert
-// overtaken by a successor between the two queries is reported as
-// ErrStaleToken, which is what it effectively is.
+// In those cases a second query, a locking read that sees the newest
+// committed row even inside an older REPEATABLE READ snapshot, reads the
+// row's token: equal means the write was accepted, higher means
+// ErrStaleToken. The stored token never decreases, so a rejected write is
+// never reported as accepted; an insert overtaken by a successor between
+// the two queries is reported as ErrStaleToken, which is what it
+// effectively is. An accepted update of an existing row is one round trip.
+//
+// Cancellation: given a *sql.DB (autocommit), a statement still running
+// when ctx ends — typically queued behind a row lock — is stopped on the
+// server (KILL QUERY from another pooled connection) before WriteMySQL
+// returns, so a cancelled write did not happen; if that cannot be
+// confirmed within a few seconds the error is a *AmbiguousCommitError. In
+// a *sql.Tx the driver drops the connection and the server rolls the
+// transaction back, so the write can never commit. On a *sql.Conn a call
+// cut short by ctx returns *AmbiguousCommitError (no second connection to
+// stop the statement from). The error matches ctx.Err() in every case.
 func WriteMySQL(ctx context.Context, db SQLDBTX, g Guard, key any, token Token, set ...Set) error {
 	q, args, err := myPrepare(db, g, key, token, set)
 	if err != nil {
@@ -51,7 +73,7 @@ func WriteMySQL(ctx context.Context, db SQLDBTX, g Guard, key any, token Token, 
 		fmt.Fprintf(&assign, "%[1]s = IF(%[2]s <= VALUES(%[2]s), VALUES(%[1]s), %[1]s), ", c, q.token)
 	}
 	stmt := fmt.Sprintf(myUpsert, q.table, q.key, q.token, cols.String(), params.String(), assign.String())
-	res, err := db.ExecContext(ctx, stmt, append([]any{key, int64(token)}, args...)...)
+	res, err := mysqlcancel.Exec(ctx, db, stmt, append([]any{key, int64(token)}, args...)...)
 	if err != nil {
 		return fmt.Errorf("fenced: guarded write: %w", err)
 	}
@@ -68,7 +90,9 @@ func WriteMySQL(ctx context.Context, db SQLDBTX, g Guard, key any, token Token, 
 }
 
 // UpdateMySQL is UpdatePostgres for MySQL/MariaDB, with the same results.
-// As with WriteMySQL, a write that changed nothing costs a second query.
+// As with WriteMySQL, a write that changed nothing costs a second query (a
+// locking read), an accepted one is one round trip, and cancellation
+// stops the statement on the server or reports *AmbiguousCommitError.
 func UpdateMySQL(ctx context.Context, db SQLDBTX, g Guard, key any, token Token, set ...Set) error {
 	q, args, err := myPrepare(db, g, key, token, set)
 	if err != nil {
@@ -79,7 +103,7 @@ func UpdateMySQL(ctx context.Context, db SQLDBTX, g Guard, key any, token Token,
 		fmt.Fprintf(&assign, "%s = ?, ", c)
 	}
 	args = append(args, int64(token), key, int64(token))
-	res, err := db.ExecContext(ctx, fmt.Sprintf(myUpdate, q.table, q.key, q.token, assign.String()), args...)
+	res, err := mysqlcancel.Exec(ctx, db, fmt.Sprintf(myUpdate, q.table, q.key, q.token, assign.String()), args...)
 	if err != nil {
 		return fmt.Errorf("fenced: guarded update: %w", err)
 	}
@@ -108,7 +132,7 @@ func myCheckUnchanged(ctx context.Context, db SQLDBTX, q quoted, key any, token 
 // myPrepare checks the arguments and returns the quoted names and the
 // values of set.
 func myPrepare(db SQLDBTX, g Guard, key any, token Token, set []Set) (quoted, []any, error) {
-	if db == nil {
+	if handle.IsNil(db) {
 		return quoted{}, nil, ErrNilHandle
 	}
 	return g.prepare(token, set, ident.MySQL)
@@ -133,7 +157,7 @@ var _ Source = (*MySQLSequence)(nil)
 // database; see CreateMySQLSequence. It returns ErrNilHandle for a nil db
 // and ErrInvalidGuard for an invalid name.
 func NewMySQLSequence(db SQLDBTX, name ...string) (*MySQLSequence, error) {
-	if db == nil {
+	if handle.IsNil(db) {
 		return nil, ErrNilHandle
 	}
 	q, err := seqName(ident.MySQL, name)
@@ -143,10 +167,14 @@ func NewMySQLSequence(db SQLDBTX, name ...string) (*MySQLSequence, error) {
 	return &MySQLSequence{db: db, name: q}, nil
 }
 
-// Next returns the sequence's next value, driver errors wrapped.
+// Next returns the sequence's next value, driver errors wrapped, and
+// ErrTokenOverflow once the sequence has passed its MAXVALUE.
 func (s *MySQLSequence) Next(ctx context.Context) (Token, error) {
 	var v int64
 	if err := s.db.QueryRowContext(ctx, fmt.Sprintf(myNextval, s.name)).Scan(&v); err != nil {
+		if sqlerr.MySQLNumber(err) == sqlerr.MariaDBSequenceRunOut {
+			return 0, fmt.Errorf("%w: NEXTVAL(%s): %w", ErrTokenOverflow, s.name, err)
+		}
 		return 0, fmt.Errorf("fenced: NEXTVAL(%s): %w", s.name, err)
 	}
 	return checked(v)
@@ -155,7 +183,7 @@ func (s *MySQLSequence) Next(ctx context.Context) (Token, error) {
 // CreateMySQLSequence creates the MariaDB sequence (same naming as
 // NewMySQLSequence) if it does not exist, starting at 1.
 func CreateMySQLSequence(ctx context.Context, db SQLDBTX, name ...string) error {
-	if db == nil {
+	if handle.IsNil(db) {
 		return ErrNilHandle
 	}
 	q, err := seqName(ident.MySQL, name)

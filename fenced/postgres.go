@@ -9,7 +9,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/concurkit/concurkit/internal/dbtx"
+	"github.com/concurkit/concurkit/internal/handle"
 	"github.com/concurkit/concurkit/internal/ident"
+	"github.com/concurkit/concurkit/internal/sqlerr"
 )
 
 // DBTX is the part of a pgx v5 pool, connection or transaction that the
@@ -95,7 +97,7 @@ func UpdatePostgres(ctx context.Context, db DBTX, g Guard, key any, token Token,
 }
 
 func pgPrepare(db DBTX, g Guard, key any, token Token, set []Set) (quoted, []any, error) {
-	if db == nil {
+	if handle.IsNil(db) {
 		return quoted{}, nil, ErrNilHandle
 	}
 	q, values, err := g.prepare(token, set, ident.Postgres)
@@ -124,7 +126,7 @@ const DefaultSequence = "concurkit_fence_token_seq"
 // database; see CreatePostgresSequence. It returns ErrNilHandle for a nil
 // db and ErrInvalidGuard for an invalid name.
 func NewPostgresSequence(db DBTX, name ...string) (*PostgresSequence, error) {
-	if db == nil {
+	if handle.IsNil(db) {
 		return nil, ErrNilHandle
 	}
 	q, err := seqName(ident.Postgres, name)
@@ -149,13 +151,17 @@ func seqName(q func(...string) (string, error), name []string) (string, error) {
 }
 
 // Next returns the sequence's next value. It returns driver errors wrapped
-// (for example when the sequence does not exist) and ErrInvalidToken if
-// the sequence yields a value ≤ 0 (it must start at 1 or above).
+// (for example when the sequence does not exist), ErrInvalidToken if the
+// sequence yields a value ≤ 0 (it must start at 1 or above) and
+// ErrTokenOverflow once it has passed its MAXVALUE.
 func (s *PostgresSequence) Next(ctx context.Context) (Token, error) {
 	var v int64
 	// The quoted name is a bind parameter cast to regclass: the server
 	// parses it as an identifier, quoting included.
 	if err := s.db.QueryRow(ctx, pgNextval, s.name).Scan(&v); err != nil {
+		if sqlerr.SQLState(err) == sqlerr.PGSequenceLimit {
+			return 0, fmt.Errorf("%w: nextval(%s): %w", ErrTokenOverflow, s.name, err)
+		}
 		return 0, fmt.Errorf("fenced: nextval(%s): %w", s.name, err)
 	}
 	return checked(v)
@@ -172,7 +178,7 @@ func checked(v int64) (Token, error) {
 // CreatePostgresSequence creates the sequence (same naming as
 // NewPostgresSequence) if it does not exist, as a bigint starting at 1.
 func CreatePostgresSequence(ctx context.Context, db DBTX, name ...string) error {
-	if db == nil {
+	if handle.IsNil(db) {
 		return ErrNilHandle
 	}
 	q, err := seqName(ident.Postgres, name)

@@ -142,12 +142,15 @@ func TestCancelWhileLockedMariaDB(t *testing.T) {
 			return n == 1, err
 		})
 	t.Logf("mariadb: returned %v after cancel: %v", res.elapsed, res.err)
-	if !errors.Is(res.err, context.Canceled) {
-		t.Fatalf("err = %v; want context.Canceled", res.err)
+	// A *sql.Conn has no second connection to stop the statement from: the
+	// outcome is unknown, and said so.
+	var amb *optimistic.AmbiguousCommitError
+	if !errors.Is(res.err, context.Canceled) || !errors.As(res.err, &amb) {
+		t.Fatalf("err = %v; want *AmbiguousCommitError matching context.Canceled", res.err)
 	}
 	// The driver gave up on the connection; the server-side statement is
 	// still queued behind the lock. Kill it so that it cannot apply after
-	// the holder rolls back (a caller sees the same "outcome unknown").
+	// the holder rolls back.
 	if _, err := db.ExecContext(ctx, fmt.Sprintf("KILL QUERY %d", id)); err != nil {
 		var me *mysql.MySQLError
 		if !errors.As(err, &me) || me.Number != 1094 { // 1094: unknown thread, already gone
@@ -170,4 +173,61 @@ func TestUpdateClientFoundRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkUpdate(t, myStore(db, "inventory", "stock"))
+}
+
+// Lock waits and running UPDATEs of the test's own database (testenv gives
+// each test one), so parallel tests do not see each other's.
+const (
+	myWaitingInDB = "SELECT COUNT(*) FROM information_schema.INNODB_TRX x JOIN information_schema.PROCESSLIST p ON p.ID = x.trx_mysql_thread_id WHERE x.trx_state = 'LOCK WAIT' AND p.DB = DATABASE()"
+	myUpdatesInDB = "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = DATABASE() AND INFO LIKE 'UPDATE %'"
+)
+
+// TestCancelWhileLockedMariaDBPool: on a *sql.DB (autocommit) a CAS that is
+// queued behind a lock when its context ends must not be applied when the
+// holder lets go. go-sql-driver only closes the socket, and the server used
+// to run the queued UPDATE after the holder's COMMIT (stock 4, version 2)
+// although the caller had been told context.Canceled.
+func TestCancelWhileLockedMariaDBPool(t *testing.T) {
+	t.Parallel()
+	db := myDB(t)
+	ctx := t.Context()
+	if _, err := db.ExecContext(ctx, "INSERT INTO inventory (id, sku, stock) VALUES (1, 'sku-1', 5)"); err != nil {
+		t.Fatal(err)
+	}
+	holder, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback()
+	if _, err := holder.ExecContext(ctx, "SELECT 1 FROM inventory WHERE id = 1 FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	count := func(q string) (int, error) {
+		var n int
+		err := db.QueryRowContext(ctx, q).Scan(&n)
+		return n, err
+	}
+	tbl := optimistic.Table{Name: "inventory", Key: "id", Version: "version"}
+	res := cancelBlocked(t,
+		func(ctx context.Context) error {
+			_, err := optimistic.UpdateMySQL(ctx, db, tbl, 1, 1, map[string]any{"stock": 4})
+			return err
+		},
+		func() (bool, error) { n, err := count(myWaitingInDB); return n == 1, err })
+	t.Logf("mariadb pool: returned %v after cancel: %v", res.elapsed, res.err)
+	var amb *optimistic.AmbiguousCommitError
+	if !errors.Is(res.err, context.Canceled) || errors.As(res.err, &amb) {
+		t.Fatalf("err = %v; want context.Canceled, outcome known", res.err)
+	}
+	if err := holder.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "no UPDATE left on the server", func() (bool, error) { n, err := count(myUpdatesInDB); return n == 0, err })
+	var stock, version int64
+	if err := db.QueryRowContext(ctx, "SELECT stock, version FROM inventory WHERE id = 1").Scan(&stock, &version); err != nil {
+		t.Fatal(err)
+	}
+	if stock != 5 || version != 1 {
+		t.Fatalf("after the holder committed: stock %d version %d; want 5, 1 (the cancelled CAS must not apply)", stock, version)
+	}
 }

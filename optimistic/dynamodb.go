@@ -40,7 +40,8 @@ const (
 //
 // Errors: ErrConflict, ErrNotFound (also matching sql.ErrNoRows),
 // ErrInvalidArgument before any I/O (nil client, invalid names,
-// expectedVersion <= 0, a value that cannot be marshalled), or the SDK's
+// expectedVersion <= 0, a value that cannot be marshalled;
+// ErrVersionOverflow for expectedVersion math.MaxInt64), or the SDK's
 // error (matching context.Canceled when ctx ended the call).
 func UpdateDynamoDB(ctx context.Context, db DynamoDBClient, t Table, key any, expectedVersion int64, set map[string]any) (int64, error) {
 	cols, err := t.validate(db, expectedVersion, set)

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -242,4 +243,69 @@ func ExampleDoValue() {
 	// 2 <nil>
 	// 3 <nil>
 	// 4 <nil>
+}
+
+// ExampleUpdateMySQL_cancelled shows what a deadline means for a CAS on a
+// *sql.DB that waits behind another transaction's lock: UpdateMySQL stops
+// the statement on the server before it returns, so the caller can rely on
+// "not updated" — unless the error is an *AmbiguousCommitError, whose
+// outcome could not be confirmed and must be checked by reading the row.
+func ExampleUpdateMySQL_cancelled() {
+	ctx := context.Background()
+	cfg, err := mysql.ParseDSN(exampleEnv("CONCURKIT_MYSQL_DSN", "root@tcp(127.0.0.1:13306)/"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	db, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer db.Close()
+	// Two connections must see the table: a real one, uniquely named.
+	b := make([]byte, 6)
+	rand.Read(b)
+	tbl := optimistic.Table{Schema: "concurkit_examples", Name: "cancelled_" + hex.EncodeToString(b), Key: "id", Version: "version"}
+	name := tbl.Schema + "." + tbl.Name
+	for _, stmt := range []string{
+		"CREATE DATABASE IF NOT EXISTS concurkit_examples",
+		"CREATE TABLE " + name + " (id BIGINT PRIMARY KEY, stock INT NOT NULL, version BIGINT NOT NULL) ENGINE=InnoDB",
+	} {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			fmt.Println(err)
+			return
+		}
+	}
+	defer db.ExecContext(ctx, "DROP TABLE "+name)
+	if _, err := db.ExecContext(ctx, "INSERT INTO "+name+" VALUES (1, 10, 1)"); err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	// Another transaction holds the row.
+	holder, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	if _, err := holder.ExecContext(ctx, "SELECT 1 FROM "+name+" WHERE id = 1 FOR UPDATE"); err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	_, err = optimistic.UpdateMySQL(short, db, tbl, 1, 1, map[string]any{"stock": 9})
+	var amb *optimistic.AmbiguousCommitError
+	fmt.Println("deadline:", errors.Is(err, context.DeadlineExceeded), "outcome unknown:", errors.As(err, &amb))
+
+	// The holder lets go: the abandoned CAS does not run after all.
+	holder.Commit()
+	var stock, version int
+	db.QueryRowContext(ctx, "SELECT stock, version FROM "+name+" WHERE id = 1").Scan(&stock, &version)
+	fmt.Println(stock, version)
+	// Output:
+	// deadline: true outcome unknown: false
+	// 10 1
 }

@@ -134,3 +134,74 @@ func TestForcedInterleavingWithCASMariaDB(t *testing.T) {
 		t.Fatalf("counter %d, succeeded %d, conflicts %d; want 50, 50, %d", value, succeeded, conflicts, 50*31)
 	}
 }
+
+// TestUpdateMySQLKeepsLastInsertID: a CAS between an INSERT and the
+// statement that uses its LAST_INSERT_ID() must not change it, whatever the
+// CAS's outcome (success, conflict, missing row). The common pattern
+// INSERT parent; …; INSERT child (parent_id = LAST_INSERT_ID()) would
+// otherwise link the child to a marker.
+func TestUpdateMySQLKeepsLastInsertID(t *testing.T) {
+	t.Parallel()
+	db := myDB(t)
+	ctx := t.Context()
+	for _, ddl := range []string{
+		"CREATE TABLE parents (id BIGINT AUTO_INCREMENT PRIMARY KEY, name VARCHAR(16) NOT NULL) ENGINE=InnoDB AUTO_INCREMENT=1000",
+		"CREATE TABLE children (id BIGINT AUTO_INCREMENT PRIMARY KEY, parent_id BIGINT NOT NULL) ENGINE=InnoDB",
+		"INSERT INTO counters (id) VALUES (1)",
+	} {
+		if _, err := db.ExecContext(ctx, ddl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// LAST_INSERT_ID() is per connection: one *sql.Conn for the sequence.
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	tbl := optimistic.Table{Name: "counters", Key: "id", Version: "version"}
+	version := int64(1)
+	for _, step := range []struct {
+		name string
+		cas  func() error
+	}{
+		{"success", func() error {
+			v, err := optimistic.UpdateMySQL(ctx, conn, tbl, 1, version, map[string]any{"value": version})
+			version = v
+			return err
+		}},
+		{"conflict", func() error {
+			_, err := optimistic.UpdateMySQL(ctx, conn, tbl, 1, version+5, nil)
+			if errors.Is(err, optimistic.ErrConflict) {
+				return nil
+			}
+			return err
+		}},
+		{"not found", func() error {
+			_, err := optimistic.UpdateMySQL(ctx, conn, tbl, 404, 1, nil)
+			if errors.Is(err, optimistic.ErrNotFound) {
+				return nil
+			}
+			return err
+		}},
+	} {
+		res, err := conn.ExecContext(ctx, "INSERT INTO parents (name) VALUES (?)", step.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parent, _ := res.LastInsertId()
+		if err := step.cas(); err != nil {
+			t.Fatalf("%s: CAS: %v", step.name, err)
+		}
+		if _, err := conn.ExecContext(ctx, "INSERT INTO children (parent_id) VALUES (LAST_INSERT_ID())"); err != nil {
+			t.Fatal(err)
+		}
+		var linked int64
+		if err := conn.QueryRowContext(ctx, "SELECT parent_id FROM children ORDER BY id DESC LIMIT 1").Scan(&linked); err != nil {
+			t.Fatal(err)
+		}
+		if linked != parent {
+			t.Fatalf("after a CAS %s the child links to %d; want the parent %d", step.name, linked, parent)
+		}
+	}
+}

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 
 	"github.com/concurkit/concurkit/internal/handle"
+	"github.com/concurkit/concurkit/internal/sqlerr"
 	"github.com/concurkit/concurkit/retry"
 )
 
@@ -37,10 +39,28 @@ var (
 	ErrNotFound error = notFoundError{}
 
 	// ErrInvalidArgument is wrapped by every error about a bad argument: a
-	// nil handle, an invalid Table, a version that is not positive, a
-	// column that cannot be set. Such errors are returned before any I/O.
+	// nil handle (typed nil pointers included), an invalid Table, a version
+	// that is not positive or cannot be incremented, a column that cannot
+	// be set. Such errors are returned before any I/O.
 	ErrInvalidArgument = errors.New("optimistic: invalid argument")
+
+	// ErrVersionOverflow is returned, before any I/O, by every Update
+	// helper when expectedVersion is math.MaxInt64: the next version does
+	// not fit an int64 (a BIGINT column or a DynamoDB number read back as
+	// int64). It wraps ErrInvalidArgument. PostgreSQL and MariaDB would
+	// reject the increment with an out-of-range error and Go arithmetic
+	// would wrap to a negative version, so all three adapters refuse it
+	// the same way; the row or item is left unchanged.
+	ErrVersionOverflow = fmt.Errorf("%w: version overflow: expected version is math.MaxInt64", ErrInvalidArgument)
 )
+
+// AmbiguousCommitError reports that an update was sent but its outcome is
+// unknown (see UpdateMySQL): the row may or may not have been updated, so
+// re-read it before deciding what to do. It is the module's single "outcome
+// unknown" type, shared with the fenced and upsert packages; its Err
+// matches context.Canceled or context.DeadlineExceeded when ctx ended the
+// call. It is not retryable.
+type AmbiguousCommitError = sqlerr.AmbiguousCommitError
 
 // Table describes where versioned rows live. Names are validated and quoted
 // for the target dialect (internal/ident rules: non-empty, at most 63 bytes
@@ -70,6 +90,11 @@ func (t Table) validate(db any, version int64, set map[string]any) ([]string, er
 	}
 	if version <= 0 {
 		return nil, fmt.Errorf("%w: expected version %d is not positive", ErrInvalidArgument, version)
+	}
+	if version == math.MaxInt64 {
+		// Checked here, in the one place every adapter shares: DynamoDB's
+		// next version is computed in Go and would wrap to MinInt64.
+		return nil, ErrVersionOverflow
 	}
 	if t.Key == t.Version {
 		return nil, fmt.Errorf("%w: key and version are the same column %q", ErrInvalidArgument, t.Key)

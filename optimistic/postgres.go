@@ -41,7 +41,9 @@ SELECT (SELECT %[3]s FROM upd), EXISTS (SELECT 1 FROM %[1]s WHERE %[2]s = $1)`
 // Errors: ErrConflict if the row exists with another version; ErrNotFound
 // (also matching sql.ErrNoRows) if no row has the key; ErrInvalidArgument,
 // before any I/O, for a nil db, an invalid Table or column name, a set that
-// assigns the key or version column, or expectedVersion <= 0; otherwise the
+// assigns the key or version column, or expectedVersion <= 0;
+// ErrVersionOverflow (also ErrInvalidArgument) for expectedVersion
+// math.MaxInt64, whose successor does not fit; otherwise the
 // driver's error, which matches context.Canceled or
 // context.DeadlineExceeded when ctx ended the statement.
 func UpdatePostgres(ctx context.Context, db DBTX, t Table, key any, expectedVersion int64, set map[string]any) (int64, error) {

@@ -29,6 +29,8 @@ type store struct {
 	read func(ctx context.Context, id int64) (val, version int64, err error)
 	// insert adds a row with version 1.
 	insert func(t testing.TB, id, val int64)
+	// setVersion stores version v in row id behind the helpers' back.
+	setVersion func(t testing.TB, id, v int64)
 	// worker returns a store of the same table on its own connection.
 	worker func(t testing.TB) *store
 }
@@ -107,6 +109,12 @@ func pgStore(pool *pgxpool.Pool, table, col string) *store {
 					t.Fatal(err)
 				}
 			},
+			setVersion: func(t testing.TB, id, v int64) {
+				t.Helper()
+				if _, err := db.Exec(t.Context(), "UPDATE "+table+" SET version = $2 WHERE id = $1", id, v); err != nil {
+					t.Fatal(err)
+				}
+			},
 			worker: func(t testing.TB) *store {
 				t.Helper()
 				c, err := pool.Acquire(t.Context())
@@ -154,6 +162,12 @@ func myStore(pool *sql.DB, table, col string) *store {
 			insert: func(t testing.TB, id, val int64) {
 				t.Helper()
 				if _, err := db.ExecContext(t.Context(), "INSERT INTO "+table+" (id, "+col+extraCols(table)+") VALUES (?, ?"+extraVals(table)+")", id, val); err != nil {
+					t.Fatal(err)
+				}
+			},
+			setVersion: func(t testing.TB, id, v int64) {
+				t.Helper()
+				if _, err := db.ExecContext(t.Context(), "UPDATE "+table+" SET version = ? WHERE id = ?", v, id); err != nil {
 					t.Fatal(err)
 				}
 			},
@@ -225,6 +239,18 @@ func openDynamoDB(t testing.TB, table, col string) *store {
 				t.Fatal(err)
 			}
 		},
+	}
+	s.setVersion = func(t testing.TB, id, v int64) {
+		t.Helper()
+		_, err := client.UpdateItem(t.Context(), &dynamodb.UpdateItemInput{
+			TableName:                 aws.String(name),
+			Key:                       map[string]types.AttributeValue{"id": n(id)},
+			UpdateExpression:          aws.String("SET version = :v"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":v": n(v)},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 	s.worker = func(testing.TB) *store { return s } // HTTP: every call is independent
 	return s

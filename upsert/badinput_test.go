@@ -65,23 +65,55 @@ func TestBadInput(t *testing.T) {
 	}
 
 	t.Run("nil handles", func(t *testing.T) {
+		// Every entry point, with an untyped nil and a typed nil pointer
+		// in the interface (which a plain == nil misses).
 		ctx := t.Context()
-		var nilPool *pgxpool.Pool
-		var nilDB *sql.DB
-		var nilDDB *dynamodb.Client
-		errs := map[string]error{}
-		_, errs["pgx nil"] = upsert.InsertPostgres(ctx, nil, tbl, good)
-		_, errs["pgx typed nil"] = upsert.UpsertPostgres(ctx, nilPool, tbl, good, nil)
-		_, errs["pgx typed nil 2"] = upsert.InsertOrGetPostgres(ctx, nilPool, tbl, good, nil)
-		_, errs["sql nil"] = upsert.InsertMySQL(ctx, nil, tbl, good)
-		_, errs["sql typed nil"] = upsert.UpsertMySQL(ctx, nilDB, tbl, good, nil)
-		_, errs["sql typed nil 2"] = upsert.InsertOrGetMySQL(ctx, nilDB, tbl, good, nil)
-		_, errs["dynamodb nil"] = upsert.InsertDynamoDB(ctx, nil, tbl, good)
-		_, _, errs["dynamodb typed nil"] = upsert.UpsertDynamoDB(ctx, nilDDB, tbl, good)
-		_, _, errs["dynamodb typed nil 2"] = upsert.InsertOrGetDynamoDB(ctx, nilDDB, tbl, good)
-		for fn, err := range errs {
-			if !errors.Is(err, upsert.ErrInvalidArgument) {
-				t.Errorf("%s: %v; want ErrInvalidArgument", fn, err)
+		var (
+			nilPool *pgxpool.Pool
+			nilDB   *sql.DB
+			nilConn *sql.Conn
+			nilTx   *sql.Tx
+			nilDDB  *dynamodb.Client
+		)
+		var name string
+		pg := func(h upsert.DBTX) map[string]func() error {
+			return map[string]func() error{
+				"InsertPostgres":      func() error { _, err := upsert.InsertPostgres(ctx, h, tbl, good); return err },
+				"UpsertPostgres":      func() error { _, err := upsert.UpsertPostgres(ctx, h, tbl, good, []string{"name"}, &name); return err },
+				"InsertOrGetPostgres": func() error { _, err := upsert.InsertOrGetPostgres(ctx, h, tbl, good, nil); return err },
+			}
+		}
+		my := func(h upsert.SQLDB) map[string]func() error {
+			return map[string]func() error{
+				"InsertMySQL":      func() error { _, err := upsert.InsertMySQL(ctx, h, tbl, good); return err },
+				"UpsertMySQL":      func() error { _, err := upsert.UpsertMySQL(ctx, h, tbl, good, []string{"name"}, &name); return err },
+				"InsertOrGetMySQL": func() error { _, err := upsert.InsertOrGetMySQL(ctx, h, tbl, good, nil); return err },
+			}
+		}
+		dyn := func(h upsert.DynamoDBClient) map[string]func() error {
+			return map[string]func() error{
+				"InsertDynamoDB":      func() error { _, err := upsert.InsertDynamoDB(ctx, h, tbl, good); return err },
+				"UpsertDynamoDB":      func() error { _, _, err := upsert.UpsertDynamoDB(ctx, h, tbl, good); return err },
+				"InsertOrGetDynamoDB": func() error { _, _, err := upsert.InsertOrGetDynamoDB(ctx, h, tbl, good); return err },
+			}
+		}
+		for _, h := range []struct {
+			name  string
+			calls map[string]func() error
+		}{
+			{"nil DBTX", pg(nil)},
+			{"typed nil *pgxpool.Pool", pg(nilPool)},
+			{"nil SQLDB", my(nil)},
+			{"typed nil *sql.DB", my(nilDB)},
+			{"typed nil *sql.Conn", my(nilConn)},
+			{"typed nil *sql.Tx", my(nilTx)},
+			{"nil DynamoDBClient", dyn(nil)},
+			{"typed nil *dynamodb.Client", dyn(nilDDB)},
+		} {
+			for fn, call := range h.calls {
+				if err := call(); !errors.Is(err, upsert.ErrInvalidArgument) {
+					t.Errorf("%s(%s): %v; want ErrInvalidArgument", fn, h.name, err)
+				}
 			}
 		}
 	})

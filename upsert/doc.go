@@ -45,6 +45,13 @@
 //     comes back in the same call; Upsert is an UpdateItem with
 //     ReturnValues ALL_OLD (no old item = created).
 //
+// Cancellation on MySQL/MariaDB: given a *sql.DB, a write whose context
+// ends while it waits for another transaction's lock on the key is stopped
+// on the server (KILL QUERY from another pooled connection) before the
+// call returns, so it does not happen later behind the caller's back;
+// where that cannot be confirmed (a *sql.Conn, an unreachable server) the
+// error is *AmbiguousCommitError, which still matches context.Canceled.
+//
 // The key column must be the table's primary key or a unique key, and no
 // other unique key may conflict: MySQL's ON DUPLICATE KEY fires for any
 // unique key, PostgreSQL's ON CONFLICT (key) raises 23505 for the others.

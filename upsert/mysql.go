@@ -9,6 +9,7 @@ import (
 
 	"github.com/concurkit/concurkit/internal/dbtx"
 	"github.com/concurkit/concurkit/internal/ident"
+	"github.com/concurkit/concurkit/internal/mysqlcancel"
 )
 
 // SQLDB is the part of database/sql that the MySQL helpers use; *sql.DB,
@@ -38,7 +39,7 @@ ON DUPLICATE KEY UPDATE %[5]s%[4]s = IF(LAST_INSERT_ID(-1), %[4]s, %[4]s)`
 // mysqlWrite runs the INSERT … ON DUPLICATE KEY UPDATE and reports whether
 // it inserted.
 func mysqlWrite(ctx context.Context, db SQLDB, q quoted, s spec, row map[string]any, update bool) (bool, error) {
-	res, err := db.ExecContext(ctx, myWriteStatement(q, update), s.args(row)...)
+	res, err := mysqlcancel.Exec(ctx, db, myWriteStatement(q, update), s.args(row)...)
 	if err != nil {
 		return false, driverError(ctx, "insert into "+q.table, err)
 	}
@@ -60,8 +61,19 @@ func mysqlRead(ctx context.Context, db SQLDB, q quoted, s spec, row map[string]a
 // The statement sets LAST_INSERT_ID when the row existed, so a later
 // SELECT LAST_INSERT_ID() on this connection returns 2^64-1.
 //
-// Errors: ErrInvalidArgument before any I/O, or the driver's error
-// (matching context.Canceled when ctx ended the statement).
+// Cancellation: given a *sql.DB (autocommit), a statement still running
+// when ctx ends — typically queued behind another transaction's lock on
+// the key — is stopped on the server (KILL QUERY from another pooled
+// connection) before the call returns, so a cancelled insert did not
+// happen; if that cannot be confirmed within a few seconds the error is a
+// *AmbiguousCommitError. In a *sql.Tx the driver drops the connection and
+// the server rolls the transaction back, so the write can never commit. On
+// a *sql.Conn a call cut short by ctx returns *AmbiguousCommitError (no
+// second connection to stop the statement from). The same holds for
+// UpsertMySQL and InsertOrGetMySQL.
+//
+// Errors: ErrInvalidArgument before any I/O, *AmbiguousCommitError, or the
+// driver's error (matching context.Canceled when ctx ended the statement).
 func InsertMySQL(ctx context.Context, db SQLDB, t Table, row map[string]any) (created bool, err error) {
 	s, err := t.validate(db, row, nil, nil)
 	if err != nil {

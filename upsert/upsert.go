@@ -8,13 +8,14 @@ import (
 	"slices"
 
 	"github.com/concurkit/concurkit/internal/handle"
+	"github.com/concurkit/concurkit/internal/sqlerr"
 )
 
 var (
 	// ErrInvalidArgument is wrapped by every error about a bad argument: a
-	// nil handle, an invalid Table or column name, a row without its key,
-	// returning columns and destinations of different lengths. Such errors
-	// are returned before any I/O.
+	// nil handle (typed nil pointers included), an invalid Table or column
+	// name, a row without its key, returning columns and destinations of
+	// different lengths. Such errors are returned before any I/O.
 	ErrInvalidArgument = errors.New("upsert: invalid argument")
 
 	// ErrContended is returned by InsertOrGet when, after MaxReadAttempts
@@ -22,6 +23,14 @@ var (
 	// could not find (it was deleted each time in between).
 	ErrContended = errors.New("upsert: conflicting row kept disappearing")
 )
+
+// AmbiguousCommitError reports that a MySQL/MariaDB write was sent but its
+// outcome is unknown (see InsertMySQL): the row may or may not have been
+// written, so read it before deciding what to do. It is the module's
+// single "outcome unknown" type, shared with the optimistic and fenced
+// packages; its Err matches context.Canceled or context.DeadlineExceeded
+// when ctx ended the call.
+type AmbiguousCommitError = sqlerr.AmbiguousCommitError
 
 // MaxReadAttempts bounds how often InsertOrGet (and, on MySQL, Upsert with
 // returning columns) runs again when the conflicting row is not visible to

@@ -16,7 +16,7 @@ type Class int
 // including nil.
 const (
 	Unknown          Class = iota
-	Serialization          // PG 40001: retry the transaction
+	Serialization          // PG 40001, MariaDB 1020: retry the transaction
 	Deadlock               // PG 40P01, MySQL 1213: victim of a deadlock, retry
 	LockNotAvailable       // PG 55P03, MySQL 3572: NOWAIT (or PG lock_timeout) found the row locked
 	LockTimeout            // MySQL/MariaDB 1205: lock wait timeout (MariaDB also reports NOWAIT as 1205)
@@ -40,6 +40,8 @@ const (
 	PGLockNotAvailable     = "55P03"
 	PGUniqueViolation      = "23505"
 	PGQueryCanceled        = "57014"
+	// PGSequenceLimit: nextval passed the sequence's MAXVALUE.
+	PGSequenceLimit = "2200H"
 )
 
 // MySQL and MariaDB server error numbers.
@@ -51,6 +53,16 @@ const (
 	MySQLQueryInterrupted   = 1317
 	MySQLMaxExecutionTime   = 3024
 	MariaDBStatementTimeout = 1969
+	// MariaDBRecordChanged is ER_CHECKREAD, "Record has changed since last
+	// read": with innodb_snapshot_isolation=ON (the default from MariaDB
+	// 11.6; available since 10.6.18) a REPEATABLE READ transaction that
+	// locks or modifies a row changed after its snapshot fails with it, and
+	// InnoDB rolls the whole transaction back as it does a deadlock victim
+	// (MDEV-35235). It is the MariaDB counterpart of PostgreSQL's 40001.
+	MariaDBRecordChanged = 1020
+	// MariaDBSequenceRunOut: NEXTVAL passed a (non-cycling) SEQUENCE's
+	// MAXVALUE.
+	MariaDBSequenceRunOut = 4084
 )
 
 // SQLState returns the PostgreSQL SQLSTATE in err's chain, or "".
@@ -93,6 +105,8 @@ func Classify(err error) Class {
 	switch MySQLNumber(err) {
 	case MySQLDeadlock:
 		return Deadlock
+	case MariaDBRecordChanged:
+		return Serialization
 	case MySQLLockWaitTimeout:
 		return LockTimeout
 	case MySQLLockNowait:
@@ -105,8 +119,9 @@ func Classify(err error) Class {
 	return Unknown
 }
 
-// Retryable reports whether err is a deadlock or a serialization failure:
-// the database rolled the transaction back and running it again may succeed.
+// Retryable reports whether err is a deadlock or a serialization failure
+// (MariaDB's 1020 included): the database rolled the transaction back and
+// running it again may succeed.
 func Retryable(err error) bool {
 	switch Classify(err) {
 	case Serialization, Deadlock:

@@ -1,0 +1,236 @@
+package fenced_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/concurkit/concurkit/fenced"
+	"github.com/concurkit/concurkit/internal/sqlerr"
+	"github.com/concurkit/concurkit/internal/testenv"
+	"github.com/concurkit/concurkit/retry"
+)
+
+// The stale-holder-in-a-snapshot interleaving, for every guarded entry
+// point: holder A writes with token 5 and commits; A then opens a
+// transaction and reads an unrelated table, which fixes its REPEATABLE READ
+// snapshot; its successor B writes with token 6 and commits; A, still in
+// that transaction, writes again with token 5. The guarded statement sees
+// B's token (DML reads the newest committed row) and changes nothing; the
+// write must be refused, and B's data must survive A's COMMIT.
+
+// snapshotEntry is one guarded entry point of a dialect: write runs it on h
+// for key with token tok and data owner; read returns the stored owner
+// ("" for Admit, which stores no data) and token.
+type snapshotEntry[H any] struct {
+	name  string
+	write func(ctx context.Context, h H, key string, tok fenced.Token, owner string) error
+	read  func(ctx context.Context, key string) (owner string, tok int64, err error)
+}
+
+func mysqlSnapshotEntries(db *sql.DB) []snapshotEntry[fenced.SQLDBTX] {
+	readAccount := func(ctx context.Context, key string) (o string, tk int64, err error) {
+		err = db.QueryRowContext(ctx, "SELECT owner, max_seen_token FROM accounts WHERE id = ?", key).Scan(&o, &tk)
+		return
+	}
+	return []snapshotEntry[fenced.SQLDBTX]{
+		{"WriteMySQL", func(ctx context.Context, h fenced.SQLDBTX, key string, tok fenced.Token, owner string) error {
+			return fenced.WriteMySQL(ctx, h, accounts, key, tok, set(owner, int64(tok))...)
+		}, readAccount},
+		{"UpdateMySQL", func(ctx context.Context, h fenced.SQLDBTX, key string, tok fenced.Token, owner string) error {
+			if _, err := db.ExecContext(ctx, "INSERT IGNORE INTO accounts (id) VALUES (?)", key); err != nil {
+				return err
+			}
+			return fenced.UpdateMySQL(ctx, h, accounts, key, tok, set(owner, int64(tok))...)
+		}, readAccount},
+		{"AdmitMySQL", func(ctx context.Context, h fenced.SQLDBTX, key string, tok fenced.Token, _ string) error {
+			return fenced.AdmitMySQL(ctx, h, key, tok)
+		}, func(ctx context.Context, key string) (string, int64, error) {
+			var tk int64
+			err := db.QueryRowContext(ctx, "SELECT max_seen_token FROM concurkit_fences WHERE resource = ?", key).Scan(&tk)
+			return "", tk, err
+		}},
+	}
+}
+
+func TestStaleTokenInSnapshotMariaDB(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.MySQLDSN(t)
+	db := testenv.MySQLFor(t, dsn)
+	ctx := t.Context()
+	for _, ddl := range []string{myAccounts, myFences, "CREATE TABLE other (x INT) ENGINE=InnoDB"} {
+		if _, err := db.ExecContext(ctx, ddl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// clientFoundRows changes the affected-row counts the functions read,
+	// so both settings are run.
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ClientFoundRows = true
+	foundRows := testenv.MySQLFor(t, cfg.FormatDSN())
+
+	for i, h := range []struct {
+		name string
+		db   *sql.DB
+	}{{"default", db}, {"clientFoundRows", foundRows}} {
+		for j, iso := range []sql.IsolationLevel{sql.LevelRepeatableRead, sql.LevelReadCommitted} {
+			for k, e := range mysqlSnapshotEntries(h.db) {
+				t.Run(fmt.Sprintf("%s/%s/%s", h.name, iso, e.name), func(t *testing.T) {
+					key := fmt.Sprint(100*i + 10*j + k + 1) // the accounts key is a BIGINT
+					if err := e.write(ctx, h.db, key, 5, "A"); err != nil {
+						t.Fatalf("A's first write: %v", err)
+					}
+					tx, err := h.db.BeginTx(ctx, &sql.TxOptions{Isolation: iso})
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer tx.Rollback()
+					var n int
+					if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM other").Scan(&n); err != nil {
+						t.Fatal(err)
+					}
+					if err := e.write(ctx, h.db, key, 6, "B"); err != nil {
+						t.Fatalf("B's write: %v", err)
+					}
+					if err := e.write(ctx, tx, key, 5, "A"); !errors.Is(err, fenced.ErrStaleToken) {
+						t.Fatalf("A's write with token 5 after B's 6 = %v; want ErrStaleToken", err)
+					}
+					if err := tx.Commit(); err != nil {
+						t.Fatal(err)
+					}
+					owner, tok, err := e.read(ctx, key)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if tok != 6 || (e.name != "AdmitMySQL" && owner != "B") {
+						t.Fatalf("row after A's commit: owner %q token %d; want B's data, token 6", owner, tok)
+					}
+				})
+			}
+		}
+	}
+
+	// MariaDB 11.6+ (and 10.6.18+ when enabled) refuses the same write
+	// earlier, with error 1020, when innodb_snapshot_isolation is on: a
+	// retryable serialization failure, never an acceptance.
+	t.Run("innodb_snapshot_isolation", func(t *testing.T) {
+		conn, err := db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if _, err := conn.ExecContext(ctx, "SET SESSION innodb_snapshot_isolation = ON"); err != nil {
+			if sqlerr.MySQLNumber(err) == 1193 { // unknown system variable: server older than 10.6.18
+				t.Skipf("server has no innodb_snapshot_isolation: %v", err)
+			}
+			t.Fatal(err)
+		}
+		for k, e := range mysqlSnapshotEntries(db) {
+			key := fmt.Sprint(1000 + k)
+			if err := e.write(ctx, db, key, 5, "A"); err != nil {
+				t.Fatal(err)
+			}
+			tx, err := conn.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var n int
+			if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM other").Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.write(ctx, db, key, 6, "B"); err != nil {
+				t.Fatal(err)
+			}
+			err = e.write(ctx, tx, key, 5, "A")
+			_ = tx.Rollback()
+			if sqlerr.Classify(err) != sqlerr.Serialization || !retry.IsRetryable(err) {
+				t.Fatalf("%s: A's write = %v; want MariaDB 1020 classified as a retryable serialization failure", e.name, err)
+			}
+			if _, tok, err := e.read(ctx, key); err != nil || tok != 6 {
+				t.Fatalf("%s: token %d, %v; want 6", e.name, tok, err)
+			}
+		}
+	})
+}
+
+func TestStaleTokenInSnapshotPostgres(t *testing.T) {
+	t.Parallel()
+	db := pgPool(t)
+	ctx := t.Context()
+	for _, ddl := range []string{pgAccounts, pgFences, "CREATE TABLE other (x int)"} {
+		if _, err := db.Exec(ctx, ddl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	readAccount := func(ctx context.Context, key string) (o string, tk int64, err error) {
+		err = db.QueryRow(ctx, "SELECT owner, max_seen_token FROM accounts WHERE id = $1", key).Scan(&o, &tk)
+		return
+	}
+	// The key column is bigint: keys are numbers in text form.
+	entries := []snapshotEntry[fenced.DBTX]{
+		{"WritePostgres", func(ctx context.Context, h fenced.DBTX, key string, tok fenced.Token, owner string) error {
+			return fenced.WritePostgres(ctx, h, accounts, key, tok, set(owner, int64(tok))...)
+		}, readAccount},
+		{"UpdatePostgres", func(ctx context.Context, h fenced.DBTX, key string, tok fenced.Token, owner string) error {
+			if _, err := db.Exec(ctx, "INSERT INTO accounts (id) VALUES ($1) ON CONFLICT DO NOTHING", key); err != nil {
+				return err
+			}
+			return fenced.UpdatePostgres(ctx, h, accounts, key, tok, set(owner, int64(tok))...)
+		}, readAccount},
+		{"Admit", func(ctx context.Context, h fenced.DBTX, key string, tok fenced.Token, _ string) error {
+			return fenced.Admit(ctx, h, key, tok)
+		}, func(ctx context.Context, key string) (string, int64, error) {
+			var tk int64
+			err := db.QueryRow(ctx, "SELECT max_seen_token FROM concurkit_fences WHERE resource = $1", key).Scan(&tk)
+			return "", tk, err
+		}},
+	}
+	for i, iso := range []pgx.TxIsoLevel{pgx.RepeatableRead, pgx.ReadCommitted} {
+		for j, e := range entries {
+			t.Run(fmt.Sprintf("%s/%s", iso, e.name), func(t *testing.T) {
+				key := fmt.Sprint(10*i + j + 1)
+				if err := e.write(ctx, db, key, 5, "A"); err != nil {
+					t.Fatalf("A's first write: %v", err)
+				}
+				tx, err := db.BeginTx(ctx, pgx.TxOptions{IsoLevel: iso})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer tx.Rollback(context.WithoutCancel(ctx))
+				var n int
+				if err := tx.QueryRow(ctx, "SELECT count(*) FROM other").Scan(&n); err != nil {
+					t.Fatal(err)
+				}
+				if err := e.write(ctx, db, key, 6, "B"); err != nil {
+					t.Fatalf("B's write: %v", err)
+				}
+				err = e.write(ctx, tx, key, 5, "A")
+				switch {
+				case errors.Is(err, fenced.ErrStaleToken):
+				case iso == pgx.RepeatableRead && sqlerr.Classify(err) == sqlerr.Serialization:
+					// PostgreSQL refuses to modify or lock, in REPEATABLE
+					// READ, a row changed after the snapshot (40001).
+					t.Logf("refused with a serialization failure: %v", err)
+				default:
+					t.Fatalf("A's write with token 5 after B's 6 = %v; want ErrStaleToken (or 40001 in REPEATABLE READ)", err)
+				}
+				_ = tx.Commit(ctx) // a no-op ROLLBACK after 40001
+				owner, tok, err := e.read(ctx, key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tok != 6 || (e.name != "Admit" && owner != "B") {
+					t.Fatalf("row after A's commit: owner %q token %d; want B's data, token 6", owner, tok)
+				}
+			})
+		}
+	}
+}
