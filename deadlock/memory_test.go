@@ -73,6 +73,11 @@ func TestSimulateHoldsOnlyLiveState(t *testing.T) {
 				if f.Live > concurrency || f.Events > 4*f.Live+2 {
 					t.Errorf("n=%d %s history=%v: %d live transactions, %d queued events (%d requests)", n, p, history, f.Live, f.Events, res.LockRequests)
 				}
+				// Under lock timeouts no wait outlasts the timeout: the
+				// histogram has a bucket per µs up to it, however many waits.
+				if p == deadlock.Timeout && f.Buckets > int(deadlock.Millisecond)+1 {
+					t.Errorf("n=%d timeout: %d histogram buckets for waits of at most 1ms", n, f.Buckets)
+				}
 				if !history {
 					if f.Records != 0 || res.History != nil {
 						t.Errorf("n=%d %s: held %d records (%d requests), history %d ops, without Options.History", n, p, f.Records, res.LockRequests, len(res.History))
