@@ -164,6 +164,30 @@ func BenchmarkSimulate(b *testing.B) {
 	}
 }
 
+// BenchmarkSimulateThrash is the thrashing run of the "memory grows with
+// every lock request" issue, scaled down: lock timeouts on 10 hot resources
+// (80% of accesses), 32 transactions active, as `concurkit simulate
+// --policy timeout --hot 10` runs it. Each run makes about a thousand lock
+// requests per transaction; B/op (-benchmem) shows what that costs in
+// memory.
+func BenchmarkSimulateThrash(b *testing.B) {
+	txns, err := deadlock.Workload{Seed: 1, Transactions: 1000, Resources: 1000, Length: 8, ReadRatio: 0.5, HotResources: 10}.Generate()
+	if err != nil {
+		b.Fatal(err)
+	}
+	requests := 0
+	cpu := cpuTime()
+	for b.Loop() {
+		res, err := deadlock.Simulate(b.Context(), txns, &deadlock.Options{Policy: deadlock.Timeout, Concurrency: 32, Seed: 1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		requests += res.LockRequests
+	}
+	reportCPU(b, requests, cpuTime()-cpu)
+	b.ReportMetric(float64(requests)/b.Elapsed().Seconds(), "requests/s")
+}
+
 // reportCPU reports requests per second of process CPU time (user+system,
 // GC included), the figure that stays meaningful on a loaded machine.
 func reportCPU(b *testing.B, requests int, cpu time.Duration) {

@@ -46,11 +46,22 @@
 //
 // Result counts commits, aborts by Cause, deadlocks found, mean and p99
 // lock wait and throughput in committed transactions per logical second,
-// and keeps the committed history. CheckSerializable verifies that a
-// history's precedence graph is acyclic (conflict-serializable). Result.Graphs
+// and, with Options.History, keeps the committed history.
+// CheckSerializable verifies that a history's precedence graph is acyclic
+// (conflict-serializable). Result.Graphs
 // holds the wait-for graph at the first deadlocks (WaitForGraph.WriteDOT
 // draws it for Graphviz with the cycle in red) and Result.Trace the
 // schedule (Result.WriteTrace).
+//
+// # Memory
+//
+// A run holds memory in proportion to its transactions and to the live
+// ones among them (Options.Concurrency), never to the lock requests it
+// makes: a thrashing run (lock timeouts on a few hot rows) can make
+// thousands of requests per transaction. Wait statistics stream into a
+// histogram of bounded size; the grants of an attempt are dropped when it
+// aborts, and those of committed attempts are kept only with
+// Options.History. Options.Trace is the exception: it records every event.
 //
 // The package's tests replay random lock schedules step by step against
 // real PostgreSQL and MariaDB and check that every deadlock the server

@@ -153,7 +153,7 @@ func ExampleSimulate() {
 func ExampleSimulate_compare() {
 	txns, _ := deadlock.Workload{Seed: 1, Transactions: 500, Resources: 50, ReadRatio: 0.5}.Generate()
 	for _, p := range deadlock.AllPolicies() {
-		res, err := deadlock.Simulate(context.Background(), txns, &deadlock.Options{Policy: p, Concurrency: 16})
+		res, err := deadlock.Simulate(context.Background(), txns, &deadlock.Options{Policy: p, Concurrency: 16, History: true})
 		if err != nil {
 			fmt.Println(err)
 			return

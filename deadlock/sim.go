@@ -1,6 +1,7 @@
 package deadlock
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -35,7 +36,15 @@ type Options struct {
 	RestartDelay Time
 	// Seed drives the restart jitter.
 	Seed uint64
-	// Trace records every scheduling event in Result.Trace.
+	// History keeps the reads and writes of the committed attempts in
+	// Result.History, for CheckSerializable. It costs memory in proportion
+	// to the committed steps, the size of the workload itself; the steps of
+	// an attempt are dropped when it aborts. Without History (the default)
+	// a run holds memory in proportion to its live transactions, however
+	// many lock requests it makes.
+	History bool
+	// Trace records every scheduling event in Result.Trace. Its memory
+	// grows with every lock request and abort: keep it for short runs.
 	Trace bool
 	// MaxGraphs is how many wait-for graphs to keep (at the moment of each
 	// of the first deadlocks found); default 1, negative keeps none.
@@ -74,15 +83,19 @@ type Result struct {
 	// Waits counts requests that had to wait.
 	Waits int
 	// MeanWait and P99Wait are over all lock requests (0 for one granted at
-	// once; a wait ended by an abort counts until the abort).
+	// once; a wait ended by an abort counts until the abort). They come
+	// from a streaming histogram: MeanWait is exact, P99Wait is the
+	// nearest-rank 99th percentile, exact up to 2.047ms and at most 1/1024
+	// high above.
 	MeanWait, P99Wait Time
 	// Elapsed is the logical time of the last commit.
 	Elapsed Time
 	// Throughput is committed transactions per logical second.
 	Throughput float64
 	// History lists the reads and writes of the committed attempts in
-	// execution order: a conflict-serializable history if 2PL is correct
-	// (see CheckSerializable).
+	// execution order, when Options.History is set (nil otherwise): a
+	// conflict-serializable history if 2PL is correct (see
+	// CheckSerializable).
 	History []HistoryOp
 	// Trace is the schedule, when Options.Trace is set.
 	Trace []TraceEvent
@@ -114,17 +127,19 @@ type simTxn struct {
 	ts        uint64 // admission order: the timestamp for wait-die/wound-wait/youngest
 	pc        int
 	inc       uint32 // bumped on abort so the attempt's pending events are ignored
-	attempt   int
 	work      int
 	waiting   bool
 	waitSince Time
 	waitSeq   uint64
+	hist      []histRec // the current attempt's grants, with Options.History
 }
 
+// histRec is a grant kept for Result.History. Grants are buffered per
+// attempt, so that an abort drops its own at once, and numbered, so that
+// the committed ones can be put back in execution order at the end.
 type histRec struct {
 	HistoryOp
-	tx      int32
-	attempt int
+	seq uint64
 }
 
 type sim struct {
@@ -142,14 +157,18 @@ type sim struct {
 	nextTS  uint64
 	rng     *rand.Rand
 	res     Result
-	waits   []Time
-	hist    []histRec
-	commitA []int // committed attempt per txn, -1 while not committed
+	waits   histogram
+	hist    []histRec   // grants of the committed attempts, with Options.History
+	spare   [][]histRec // emptied per-attempt buffers, for reuse
+	grantNo uint64
 	grants  []Grant
 	ids     []TxnID
 	detect  bool // a periodic detection is scheduled
 	waitLog []event
 	err     error
+	// afterEvent, when set (by tests), runs after every event: a window on
+	// what the simulator holds during a run.
+	afterEvent func()
 }
 
 // Simulate runs the transaction scripts under strict two-phase locking on a
@@ -165,6 +184,15 @@ type sim struct {
 // timeouts thrashing on a hot spot): it stops when ctx ends, returning an
 // error that wraps ctx.Err().
 func Simulate(ctx context.Context, txns []Txn, opts *Options) (*Result, error) {
+	s, err := newSim(txns, opts)
+	if err != nil {
+		return nil, err
+	}
+	return s.run(ctx)
+}
+
+// newSim validates the options and scripts and sets up a run.
+func newSim(txns []Txn, opts *Options) (*sim, error) {
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -194,12 +222,11 @@ func Simulate(ctx context.Context, txns []Txn, opts *Options) (*Result, error) {
 		return nil, fmt.Errorf("%w: unknown policy %s or victim rule %s", ErrInvalidWorkload, o.Policy, o.Victim)
 	}
 	s := &sim{
-		o:       o,
-		txns:    make([]simTxn, len(txns)),
-		byID:    make(map[TxnID]int32, len(txns)),
-		order:   make([]int32, len(txns)),
-		commitA: make([]int, len(txns)),
-		rng:     rand.New(rand.NewPCG(o.Seed, 0x5eed)),
+		o:     o,
+		txns:  make([]simTxn, len(txns)),
+		byID:  make(map[TxnID]int32, len(txns)),
+		order: make([]int32, len(txns)),
+		rng:   rand.New(rand.NewPCG(o.Seed, 0x5eed)),
 	}
 	s.res.Policy, s.res.Victim = o.Policy, o.Victim
 	for i := range txns {
@@ -218,7 +245,6 @@ func Simulate(ctx context.Context, txns []Txn, opts *Options) (*Result, error) {
 		s.byID[t.ID] = int32(i)
 		s.txns[i].txn = t
 		s.order[i] = int32(i)
-		s.commitA[i] = -1
 	}
 	slices.SortStableFunc(s.order, func(a, b int32) int {
 		return cmpTime(txns[a].Arrival, txns[b].Arrival)
@@ -226,27 +252,36 @@ func Simulate(ctx context.Context, txns []Txn, opts *Options) (*Result, error) {
 	if len(s.order) > 0 {
 		s.push(event{at: txns[s.order[0]].Arrival, kind: evArrive})
 	}
+	return s, nil
+}
+
+// run executes the events until every transaction has committed.
+func (s *sim) run(ctx context.Context) (*Result, error) {
+	o := &s.o
 	for n := 0; len(s.ev) > 0 && s.err == nil; n++ {
 		if n%4096 == 0 {
 			if err := ctx.Err(); err != nil {
-				return nil, fmt.Errorf("deadlock: simulation stopped at t=%s with %d of %d committed: %w", s.now, s.res.Committed, len(txns), err)
+				return nil, fmt.Errorf("deadlock: simulation stopped at t=%s with %d of %d committed: %w", s.now, s.res.Committed, len(s.txns), err)
 			}
 		}
 		e := s.pop()
 		s.now = e.at
 		if o.MaxTime > 0 && s.now > o.MaxTime {
-			return nil, fmt.Errorf("%w: %d of %d transactions committed by t=%s", ErrStuck, s.res.Committed, len(txns), o.MaxTime)
+			return nil, fmt.Errorf("%w: %d of %d transactions committed by t=%s", ErrStuck, s.res.Committed, len(s.txns), o.MaxTime)
 		}
 		s.handle(e)
 		if o.Check && s.err == nil {
 			s.check()
 		}
+		if s.afterEvent != nil {
+			s.afterEvent()
+		}
 	}
 	if s.err != nil {
 		return nil, s.err
 	}
-	if s.res.Committed != len(txns) {
-		return nil, fmt.Errorf("%w: %d of %d transactions committed, nothing left to happen", ErrStuck, s.res.Committed, len(txns))
+	if s.res.Committed != len(s.txns) {
+		return nil, fmt.Errorf("%w: %d of %d transactions committed, nothing left to happen", ErrStuck, s.res.Committed, len(s.txns))
 	}
 	s.finish()
 	return &s.res, nil
@@ -375,10 +410,10 @@ func (s *sim) step(i int32) {
 	if s.o.Policy == NoWait {
 		ok, _ := s.lm.TryAcquire(t.txn.ID, op.Resource, mode)
 		if ok {
-			s.waits = append(s.waits, 0)
+			s.waits.record(0)
 			s.granted(i, mode)
 		} else {
-			s.waits = append(s.waits, 0)
+			s.waits.record(0)
 			s.abort(i, CauseNoWait)
 		}
 		return
@@ -389,7 +424,7 @@ func (s *sim) step(i int32) {
 		return
 	}
 	if st == Granted {
-		s.waits = append(s.waits, 0)
+		s.waits.record(0)
 		s.granted(i, mode)
 		return
 	}
@@ -399,7 +434,14 @@ func (s *sim) step(i int32) {
 func (s *sim) granted(i int32, mode Mode) {
 	t := &s.txns[i]
 	op := t.txn.Ops[t.pc]
-	s.hist = append(s.hist, histRec{HistoryOp: HistoryOp{Time: s.now, Txn: t.txn.ID, Kind: op.Kind, Resource: op.Resource}, tx: i, attempt: t.attempt})
+	if s.o.History {
+		if t.hist == nil && len(s.spare) > 0 {
+			t.hist = s.spare[len(s.spare)-1]
+			s.spare = s.spare[:len(s.spare)-1]
+		}
+		s.grantNo++
+		t.hist = append(t.hist, histRec{HistoryOp: HistoryOp{Time: s.now, Txn: t.txn.ID, Kind: op.Kind, Resource: op.Resource}, seq: s.grantNo})
+	}
 	s.trace(TraceEvent{Kind: TraceGrant, Txn: t.txn.ID, Resource: op.Resource, Mode: mode})
 	t.pc++
 	t.work++
@@ -556,12 +598,12 @@ func (s *sim) abort(i int32, c Cause) {
 	t := &s.txns[i]
 	if t.waiting {
 		t.waiting = false
-		s.waits = append(s.waits, s.now-t.waitSince)
+		s.waits.record(s.now - t.waitSince)
 	}
 	s.grants = append(s.grants[:0], s.lm.release(t.txn.ID, nil)...)
 	t.inc++
-	t.attempt++
 	t.pc, t.work = 0, 0
+	t.hist = t.hist[:0] // the attempt's steps are not part of the history
 	s.res.Aborts.add(c)
 	s.trace(TraceEvent{Kind: TraceAbort, Txn: t.txn.ID, Cause: c})
 	// A fixed penalty with jitter, as in DBx1000 (Yu et al.): no
@@ -575,7 +617,11 @@ func (s *sim) commit(i int32) {
 	t := &s.txns[i]
 	s.grants = append(s.grants[:0], s.lm.release(t.txn.ID, nil)...)
 	s.res.Committed++
-	s.commitA[i] = t.attempt
+	if t.hist != nil {
+		s.hist = append(s.hist, t.hist...)
+		s.spare = append(s.spare, t.hist[:0])
+		t.hist = nil
+	}
 	s.res.Elapsed = s.now
 	s.active--
 	s.trace(TraceEvent{Kind: TraceCommit, Txn: t.txn.ID})
@@ -595,7 +641,7 @@ func (s *sim) wake() {
 		i := s.byID[g.Txn]
 		t := &s.txns[i]
 		t.waiting = false
-		s.waits = append(s.waits, s.now-t.waitSince)
+		s.waits.record(s.now - t.waitSince)
 		s.granted(i, g.Mode)
 	}
 	s.grants = gs[:0]
@@ -626,23 +672,18 @@ func (s *sim) check() {
 
 func (s *sim) finish() {
 	r := &s.res
-	if len(s.waits) > 0 {
-		var sum float64
-		for _, w := range s.waits {
-			sum += float64(w)
-		}
-		r.MeanWait = Time(sum/float64(len(s.waits)) + 0.5)
-		slices.Sort(s.waits)
-		k := (len(s.waits)*99 + 99) / 100 // nearest rank
-		r.P99Wait = s.waits[k-1]
-	}
+	r.MeanWait = s.waits.mean()
+	r.P99Wait = s.waits.quantile(99, 100)
 	if r.Elapsed > 0 {
 		r.Throughput = float64(r.Committed) / (float64(r.Elapsed) / float64(Second))
 	}
-	r.History = make([]HistoryOp, 0, len(s.hist))
-	for _, h := range s.hist {
-		if s.commitA[h.tx] == h.attempt {
-			r.History = append(r.History, h.HistoryOp)
+	if s.o.History {
+		// Each attempt's grants are in order; merge the attempts.
+		slices.SortFunc(s.hist, func(a, b histRec) int { return cmp.Compare(a.seq, b.seq) })
+		r.History = make([]HistoryOp, len(s.hist))
+		for i, h := range s.hist {
+			r.History[i] = h.HistoryOp
 		}
+		s.hist = nil
 	}
 }

@@ -154,7 +154,7 @@ func TestSimulateDeterministic(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, p := range deadlock.AllPolicies() {
-		opts := &deadlock.Options{Policy: p, Seed: 3, Trace: true, MaxGraphs: 5}
+		opts := &deadlock.Options{Policy: p, Seed: 3, Trace: true, History: true, MaxGraphs: 5}
 		a, err := deadlock.Simulate(t.Context(), txns, opts)
 		if err != nil {
 			t.Fatal(err)
@@ -232,7 +232,7 @@ func TestProperties(t *testing.T) {
 				name := fmt.Sprintf("seed=%d/%s/%s", seed, p, v)
 				res, err := deadlock.Simulate(t.Context(), txns, &deadlock.Options{
 					Policy: p, Victim: v, Seed: seed, Concurrency: int(2 + seed%8),
-					Trace: true, Check: true, MaxTime: 10 * deadlock.Second,
+					Trace: true, History: true, Check: true, MaxTime: 10 * deadlock.Second,
 				})
 				if err != nil {
 					t.Fatalf("%s: %v", name, err)
@@ -250,6 +250,7 @@ func TestProperties(t *testing.T) {
 					t.Fatalf("%s: %d deadlocks", name, res.Deadlocks)
 				}
 				checkLockIntervals(t, name, res.Trace)
+				checkWaitStats(t, name, res)
 				wantOps := 0
 				for _, tx := range txns {
 					for _, op := range tx.Ops {
@@ -263,6 +264,43 @@ func TestProperties(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// checkWaitStats recomputes the lock waits from the trace (a wait lasts
+// from the transaction's wait line to its next grant or abort; every other
+// request waited 0) and checks Result's streamed MeanWait (exact) and
+// P99Wait (nearest rank; exact below 2,048µs, at most 1/1024 high above).
+func checkWaitStats(t *testing.T, name string, res *deadlock.Result) {
+	t.Helper()
+	since := map[deadlock.TxnID]deadlock.Time{}
+	var waits []deadlock.Time
+	for _, e := range res.Trace {
+		switch e.Kind {
+		case deadlock.TraceWait:
+			since[e.Txn] = e.Time
+		case deadlock.TraceGrant, deadlock.TraceAbort:
+			if t0, ok := since[e.Txn]; ok {
+				waits = append(waits, e.Time-t0)
+				delete(since, e.Txn)
+			}
+		}
+	}
+	if len(waits) != res.Waits || len(since) != 0 {
+		t.Fatalf("%s: trace has %d ended waits (%d open), result %d", name, len(waits), len(since), res.Waits)
+	}
+	for range res.LockRequests - res.Waits {
+		waits = append(waits, 0)
+	}
+	var sum float64
+	for _, w := range waits {
+		sum += float64(w)
+	}
+	slices.Sort(waits)
+	mean := deadlock.Time(sum/float64(len(waits)) + 0.5)
+	p99 := waits[(len(waits)*99+99)/100-1]
+	if res.MeanWait != mean || res.P99Wait < p99 || res.P99Wait-p99 > p99/1024 || (p99 < 2048 && res.P99Wait != p99) {
+		t.Fatalf("%s: mean wait %s, p99 %s; the trace gives %s, %s", name, res.MeanWait, res.P99Wait, mean, p99)
 	}
 }
 

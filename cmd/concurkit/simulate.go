@@ -22,9 +22,11 @@ Runs the two-phase-locking simulator on a seeded workload and prints
 committed/aborted counts, deadlocks, waits and throughput per policy.
 Writes the wait-for graph of the first deadlock (waitfor-POLICY.dot, and
 .svg when Graphviz's dot is installed) and, with --trace, the schedule
-(trace-POLICY.txt) into --out. --sweep runs every policy over contention
-(hot resources 1 to 10,000) and writes sweep.md, sweep.png and
-sweep-aborts.png.
+(trace-POLICY.txt, one line per event: large when lock timeouts thrash)
+into --out. Every run keeps its committed history (a record per committed
+step) to check that it is conflict-serializable. --sweep runs every
+policy over contention (hot resources 1 to 10,000) and writes sweep.md,
+sweep.png and sweep-aborts.png.
 
 flags:
 `
@@ -131,6 +133,9 @@ func (f simulateFlags) options(p deadlock.Policy, v deadlock.Victim) *deadlock.O
 		Policy: p, Victim: v, Concurrency: f.concurrency, Seed: f.wl.Seed,
 		OpTime: logical(f.opTime), LockTimeout: logical(f.timeout), DetectInterval: logical(f.interval),
 		RestartDelay: logical(f.restart), Trace: f.trace,
+		// The committed history (a record per committed step, the size of
+		// the workload) is what CheckSerializable verifies for every run.
+		History: true,
 	}
 }
 
