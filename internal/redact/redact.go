@@ -1,8 +1,9 @@
 package redact
 
 import (
-	"errors"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -71,15 +72,6 @@ func Error(err error, dsns ...string) error {
 	}
 	orig := err.Error()
 	msg := orig
-	// url.Parse's messages quote pieces of a URL it misread ("invalid port
-	// \":w\" after host" for the password "p@ss:w"): drop the detail
-	// of a URL error about a URL that holds a password.
-	var ue *url.Error
-	if errors.As(err, &ue) && ue.Err != nil && len(find(ue.URL)) > 0 {
-		if detail := ue.Err.Error(); detail != "" {
-			msg = strings.ReplaceAll(msg, detail, "cannot parse (details hidden: they may quote the password)")
-		}
-	}
 	for _, d := range dsns {
 		if d != "" {
 			msg = strings.ReplaceAll(msg, d, DSN(d))
@@ -94,10 +86,63 @@ func Error(err error, dsns ...string) error {
 			}
 		}
 	}
+	msg = quotedPieces(msg, dsns)
 	if msg == orig {
 		return err
 	}
 	return &redacted{msg: msg, err: err}
+}
+
+// quotedPieces masks every quoted string ("…" or `…`) of msg that is a
+// piece of a password: parsers quote the part they choke on (url.Parse:
+// `invalid port ":w" after host` for the password "p@ss:w/rd", a query
+// decoder: `invalid URL escape "%Z"`). A quoted DSN is redacted with DSN.
+func quotedPieces(msg string, dsns []string) string {
+	var pws []string
+	for _, d := range dsns {
+		pws = append(pws, Passwords(d)...)
+	}
+	if len(pws) == 0 {
+		return msg
+	}
+	var b strings.Builder
+	for i := 0; i < len(msg); {
+		q := msg[i]
+		if q != '"' && q != '`' {
+			b.WriteByte(q)
+			i++
+			continue
+		}
+		end := i + 1
+		for end < len(msg) && msg[end] != q {
+			if q == '"' && msg[end] == '\\' {
+				end++
+			}
+			end++
+		}
+		if end >= len(msg) {
+			b.WriteString(msg[i:])
+			break
+		}
+		lit := msg[i : end+1]
+		piece := lit[1 : len(lit)-1]
+		if u, err := strconv.Unquote(lit); err == nil {
+			piece = u
+		}
+		switch {
+		case piece != "" && slices.ContainsFunc(pws, func(p string) bool { return strings.Contains(p, piece) }):
+			lit = string(q) + Mask + string(q)
+		case strings.Contains(piece, "@"):
+			// A DSN as another library printed it, perhaps redacted
+			// its own way after misreading it: redact it again.
+			if r := DSN(piece); r != piece {
+				lit = string(q) + r + string(q)
+			}
+		}
+		b.WriteString(lit)
+		i = end + 1
+	}
+	return b.String()
 }
 
 type redacted struct {

@@ -75,7 +75,7 @@ func TestDSNHidesPassword(t *testing.T) {
 }
 
 func TestError(t *testing.T) {
-	dsn := "postgres://alice:p@ss:w/rd@db:5432/app"
+	dsn := "postgres://alice:p@ss:w/rd%Zz@db:5432/app"
 	_, perr := url.Parse(dsn)
 	if perr == nil {
 		t.Fatal("url.Parse accepted the raw password")
@@ -86,12 +86,14 @@ func TestError(t *testing.T) {
 	}{
 		{"whole dsn", fmt.Errorf("connect %s: %w", dsn, fs.ErrNotExist)},
 		{"url.Parse", fmt.Errorf("x: %w", perr)},
-		{"password alone", fmt.Errorf("bad password p@ss:w/rd: %w", fs.ErrNotExist)},
-		{"percent-encoded", fmt.Errorf("connect postgres://alice:%s@db: %w", url.QueryEscape("p@ss:w/rd"), fs.ErrNotExist)},
+		{"password alone", fmt.Errorf("bad password p@ss:w/rd%%Zz: %w", fs.ErrNotExist)},
+		{"quoted DSN", fmt.Errorf("cannot parse `postgres://alice:xxxxx@ss:xxxxxx@db:5432/app`: %w", fs.ErrNotExist)},
+		{"quoted piece", fmt.Errorf("invalid URL escape %q: %w", "%Zz", fs.ErrNotExist)},
+		{"percent-encoded", fmt.Errorf("connect postgres://alice:%s@db: %w", url.QueryEscape("p@ss:w/rd%Zz"), fs.ErrNotExist)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := redact.Error(tc.err, dsn)
-			if m := got.Error(); strings.Contains(m, "ss:w") || strings.Contains(m, `":w"`) || strings.Contains(m, "%3Aw") {
+			if m := got.Error(); strings.Contains(m, "ss:w") || strings.Contains(m, `":w"`) || strings.Contains(m, "%3Aw") || strings.Contains(m, "%Zz") || strings.Contains(m, "@ss") {
 				t.Fatalf("Error() = %q", got)
 			}
 			if !errors.Is(got, tc.err) {
