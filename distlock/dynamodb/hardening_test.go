@@ -110,7 +110,7 @@ func TestErrorClassification(t *testing.T) {
 				c, cancel := context.WithCancel(ctx)
 				defer cancel()
 				go func() { // give up once the error was retried a few times
-					for f.n.Load() < 3 {
+					for f.n.Load() < 3 && c.Err() == nil {
 						time.Sleep(time.Millisecond)
 					}
 					cancel()
