@@ -384,6 +384,12 @@ stop() {
 			return 1
 		fi
 	fi
+	# A JVM's main thread can show as a zombie while its other threads still shut down
+	# (and hold the port): wait until the port is free, so a restart can bind it.
+	for ((i = 0; i < 100; i++)); do
+		port_open "$(port_of "$n")" || break
+		sleep 0.1
+	done
 	rm -f "$RUN/$n.pid" "$RUN/$n.profile"
 	rm -rf "${STATE:?}/$n"
 }
@@ -434,12 +440,17 @@ cmd_status() {
 }
 
 cmd_up() {
-	local n pid start=() wait_pids=() names=() failed=()
+	local n pid open start=() wait_pids=() names=() failed=()
 	install_missing
 	for n in "${SEL[@]}"; do
 		if pid_of "$n" >/dev/null; then
 			if profiled "$n" && [[ "$(cat "$RUN/$n.profile" 2>/dev/null)" != "$PROFILE" ]]; then
 				say "restarting $n with profile $PROFILE"
+				stop "$n"
+				start+=("$n")
+			elif open=$(exposed "$n") && [[ -n $open ]]; then
+				# Started by an older version of this script.
+				say "restarting $n: it listens on $open, not on loopback only"
 				stop "$n"
 				start+=("$n")
 			fi
@@ -477,7 +488,6 @@ cmd_up() {
 		for n in "${failed[@]}"; do stop "$n"; done
 		die "not ready: ${failed[*]} (logs in $LOGS)"
 	fi
-	local open
 	for n in "${SEL[@]}"; do
 		open=$(exposed "$n")
 		if [[ -n $open ]]; then
