@@ -2,9 +2,9 @@ package migrations_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
-	"log"
 	"net/url"
 	"os"
 
@@ -15,8 +15,10 @@ import (
 
 // exampleURL returns the URL of the test PostgreSQL server (see
 // scripts/services.sh) with search_path set to a fresh schema, so that the
-// example does not touch anything else.
-func exampleURL(schema string) string {
+// example does not touch anything else. The examples print an error and
+// return instead of log.Fatal, which would end the package's whole test
+// binary when the server is not running.
+func exampleURL(schema string) (string, error) {
 	base := os.Getenv("CONCURKIT_POSTGRES_URL")
 	if base == "" {
 		base = "postgres://postgres@127.0.0.1:15432/postgres?sslmode=disable"
@@ -24,28 +26,33 @@ func exampleURL(schema string) string {
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, base)
 	if err != nil {
-		log.Fatal(err)
+		return "", err
 	}
 	defer conn.Close(ctx)
 	q := pgx.Identifier{schema}.Sanitize()
 	if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+q+" CASCADE; CREATE SCHEMA "+q); err != nil {
-		log.Fatal(err)
+		return "", err
 	}
 	u, err := url.Parse(base)
 	if err != nil {
-		log.Fatal(err)
+		return "", errors.New("CONCURKIT_POSTGRES_URL is not a URL")
 	}
 	v := u.Query()
 	v.Set("search_path", schema)
 	u.RawQuery = v.Encode()
-	return u.String()
+	return u.String(), nil
 }
 
 func ExampleUp() {
 	ctx := context.Background()
-	dsn := exampleURL("ck_example_up")
+	dsn, err := exampleURL("ck_example_up")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	if err := migrations.Up(ctx, migrations.Postgres, dsn); err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
+		return
 	}
 	version, dirty, err := migrations.Version(ctx, migrations.Postgres, dsn)
 	fmt.Println(version, dirty, err)
@@ -54,12 +61,18 @@ func ExampleUp() {
 
 func ExampleDown() {
 	ctx := context.Background()
-	dsn := exampleURL("ck_example_down")
+	dsn, err := exampleURL("ck_example_down")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	if err := migrations.Up(ctx, migrations.Postgres, dsn); err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
+		return
 	}
 	if err := migrations.Down(ctx, migrations.Postgres, dsn); err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
+		return
 	}
 	fmt.Println(migrations.Version(ctx, migrations.Postgres, dsn))
 	// Output: 0 false <nil>
@@ -67,7 +80,12 @@ func ExampleDown() {
 
 func ExampleVersion() {
 	ctx := context.Background()
-	v, dirty, err := migrations.Version(ctx, migrations.Postgres, exampleURL("ck_example_version"))
+	dsn, err := exampleURL("ck_example_version")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	v, dirty, err := migrations.Version(ctx, migrations.Postgres, dsn)
 	fmt.Println(v, dirty, err) // nothing applied yet
 	// Output: 0 false <nil>
 }
@@ -75,7 +93,8 @@ func ExampleVersion() {
 func ExampleFS() {
 	fsys, err := migrations.FS(migrations.MySQL)
 	if err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
+		return
 	}
 	names, _ := fs.Glob(fsys, "0001_*")
 	fmt.Println(names)
@@ -91,7 +110,8 @@ func ExampleTemplate() {
 		Version:       20260101120000,
 	})
 	if err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
+		return
 	}
 	fmt.Println(files.UpName)
 	fmt.Print(files.Up)
@@ -108,34 +128,44 @@ func ExampleTemplate() {
 
 func ExampleUpFS() {
 	ctx := context.Background()
-	dsn := exampleURL("ck_example_upfs")
+	dsn, err := exampleURL("ck_example_upfs")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
+		return
 	}
 	defer conn.Close(ctx)
 	if _, err := conn.Exec(ctx, `CREATE TABLE orders (id bigint PRIMARY KEY)`); err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
+		return
 	}
 	files, err := migrations.Template(migrations.TemplateOptions{
 		Dialect: migrations.Postgres, Table: "orders", VersionColumn: "version", Version: 1,
 	})
 	if err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
+		return
 	}
 	dir, err := os.MkdirTemp("", "migrations")
 	if err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
+		return
 	}
 	defer os.RemoveAll(dir)
 	_ = os.WriteFile(dir+"/"+files.UpName, []byte(files.Up), 0o644)
 	_ = os.WriteFile(dir+"/"+files.DownName, []byte(files.Down), 0o644)
 	if err := migrations.UpFS(ctx, migrations.Postgres, os.DirFS(dir), dsn); err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
+		return
 	}
 	var version int64
 	if err := conn.QueryRow(ctx, `INSERT INTO orders (id) VALUES (1) RETURNING version`).Scan(&version); err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
+		return
 	}
 	fmt.Println("new rows start at version", version)
 	// Output: new rows start at version 1
@@ -143,31 +173,40 @@ func ExampleUpFS() {
 
 func ExampleDownFS() {
 	ctx := context.Background()
-	dsn := exampleURL("ck_example_downfs")
+	dsn, err := exampleURL("ck_example_downfs")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
+		return
 	}
 	defer conn.Close(ctx)
 	if _, err := conn.Exec(ctx, `CREATE TABLE orders (id bigint PRIMARY KEY)`); err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
+		return
 	}
 	files, err := migrations.Template(migrations.TemplateOptions{
 		Dialect: migrations.Postgres, Table: "orders", FencingColumn: migrations.DefaultFencingColumn, Version: 1,
 	})
 	if err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
+		return
 	}
 	dir, err := os.MkdirTemp("", "migrations")
 	if err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
+		return
 	}
 	defer os.RemoveAll(dir)
 	_ = os.WriteFile(dir+"/"+files.UpName, []byte(files.Up), 0o644)
 	_ = os.WriteFile(dir+"/"+files.DownName, []byte(files.Down), 0o644)
 	for _, apply := range []func(context.Context, migrations.Dialect, fs.FS, string) error{migrations.UpFS, migrations.DownFS} {
 		if err := apply(ctx, migrations.Postgres, os.DirFS(dir), dsn); err != nil {
-			log.Fatal(err)
+			fmt.Println(err)
+			return
 		}
 	}
 	var columns int

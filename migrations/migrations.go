@@ -13,6 +13,8 @@ import (
 	_ "github.com/golang-migrate/migrate/v4/database/mysql"  // registers mysql://
 	_ "github.com/golang-migrate/migrate/v4/database/pgx/v5" // registers pgx5://
 	"github.com/golang-migrate/migrate/v4/source/iofs"
+
+	"github.com/concurkit/concurkit/internal/redact"
 )
 
 // Dialect names a SQL dialect.
@@ -26,6 +28,11 @@ const (
 
 // ErrUnknownDialect is returned for a dialect other than Postgres or MySQL.
 var ErrUnknownDialect = errors.New("migrations: unknown dialect")
+
+// ErrInvalidDSN is returned for an empty DSN, a PostgreSQL URL that cannot
+// be parsed or has another scheme, or unsupported libpq options. Its
+// message shows the DSN with the password hidden.
+var ErrInvalidDSN = errors.New("migrations: invalid DSN")
 
 //go:embed postgres/*.sql mysql/*.sql
 var files embed.FS
@@ -42,9 +49,11 @@ func FS(d Dialect) (fs.FS, error) {
 
 // Up applies every pending migration of dialect d to the database at dsn.
 // For Postgres, dsn is a postgres:// or postgresql:// URL (a search_path
-// parameter selects the schema); for MySQL it is a go-sql-driver DSN such as
+// parameter selects the schema; reserved characters in the user name and
+// password percent-encoded); for MySQL it is a go-sql-driver DSN such as
 // "root@tcp(127.0.0.1:3306)/app". Having nothing to apply is not an error.
 // When ctx ends, the running migration finishes and Up returns ctx.Err().
+// Errors never show the DSN's password (see ErrInvalidDSN).
 func Up(ctx context.Context, d Dialect, dsn string) error {
 	return run(ctx, d, dsn, func(m *migrate.Migrate) error { return m.Up() })
 }
@@ -94,15 +103,21 @@ func run(ctx context.Context, d Dialect, dsn string, op func(*migrate.Migrate) e
 	return runFS(ctx, d, fsys, dsn, op)
 }
 
-// runFS runs op over the migrations in fsys.
-func runFS(ctx context.Context, d Dialect, fsys fs.FS, dsn string, op func(*migrate.Migrate) error) (err error) {
+// runFS runs op over the migrations in fsys. Every error it returns has
+// the DSN's password hidden: golang-migrate and the drivers may quote the
+// URL they were given.
+func runFS(ctx context.Context, d Dialect, fsys fs.FS, dsn string, op func(*migrate.Migrate) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	dbURL, err := databaseURL(d, dsn)
 	if err != nil {
-		return err
+		return redact.Error(err, dsn)
 	}
+	return redact.Error(migrateFS(ctx, fsys, dbURL, op), dsn, dbURL)
+}
+
+func migrateFS(ctx context.Context, fsys fs.FS, dbURL string, op func(*migrate.Migrate) error) (err error) {
 	src, err := iofs.New(fsys, ".")
 	if err != nil {
 		return fmt.Errorf("migrations: read files: %w", err)
@@ -153,11 +168,11 @@ func splitPGOptions(opts string) (map[string]string, error) {
 		case strings.HasPrefix(f, "--") && strings.Contains(f, "="):
 			f = f[2:]
 		default:
-			return nil, fmt.Errorf("migrations: unsupported postgres options %q (only -c name=value)", opts)
+			return nil, fmt.Errorf("%w: unsupported postgres options %q (only -c name=value)", ErrInvalidDSN, opts)
 		}
 		k, v, ok := strings.Cut(f, "=")
 		if !ok || k == "" {
-			return nil, fmt.Errorf("migrations: malformed postgres option %q", f)
+			return nil, fmt.Errorf("%w: malformed postgres option %q", ErrInvalidDSN, f)
 		}
 		out[strings.ReplaceAll(k, "-", "_")] = v
 	}
@@ -167,18 +182,22 @@ func splitPGOptions(opts string) (map[string]string, error) {
 // databaseURL turns a user DSN into the URL golang-migrate's driver wants.
 func databaseURL(d Dialect, dsn string) (string, error) {
 	if strings.TrimSpace(dsn) == "" {
-		return "", errors.New("migrations: empty DSN")
+		return "", fmt.Errorf("%w: empty", ErrInvalidDSN)
 	}
 	switch d {
 	case Postgres:
 		u, err := url.Parse(dsn)
 		if err != nil {
-			return "", fmt.Errorf("migrations: postgres URL: %w", err)
+			// url.Parse's message quotes the URL and pieces of it
+			// (a password with a raw '/' ends the host early: "invalid
+			// port"), so it is not passed on.
+			return "", fmt.Errorf("%w: cannot parse the postgres URL %s (percent-encode '@', ':', '/', '?', '#' and '%%' in the user name and password)",
+				ErrInvalidDSN, redact.DSN(dsn))
 		}
 		switch u.Scheme {
 		case "postgres", "postgresql", "pgx5":
 		default:
-			return "", fmt.Errorf("migrations: postgres URL must start with postgres://, got scheme %q", u.Scheme)
+			return "", fmt.Errorf("%w: a postgres URL starts with postgres://, got scheme %q", ErrInvalidDSN, u.Scheme)
 		}
 		u.Scheme = "pgx5"
 		q := u.Query()

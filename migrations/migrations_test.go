@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/concurkit/concurkit/internal/testenv"
 	"github.com/concurkit/concurkit/migrations"
@@ -205,11 +207,14 @@ func TestBadInput(t *testing.T) {
 	if err := migrations.Up(ctx, "oracle", "x"); !errors.Is(err, migrations.ErrUnknownDialect) {
 		t.Errorf("unknown dialect: %v", err)
 	}
-	if err := migrations.Up(ctx, migrations.Postgres, ""); err == nil {
-		t.Error("empty DSN accepted")
+	if err := migrations.Up(ctx, migrations.Postgres, ""); !errors.Is(err, migrations.ErrInvalidDSN) {
+		t.Errorf("empty DSN: %v", err)
 	}
-	if err := migrations.Up(ctx, migrations.Postgres, "mysql://x"); err == nil {
-		t.Error("wrong scheme accepted")
+	if err := migrations.Up(ctx, migrations.Postgres, "mysql://x"); !errors.Is(err, migrations.ErrInvalidDSN) {
+		t.Errorf("wrong scheme: %v", err)
+	}
+	if err := migrations.Up(ctx, migrations.Postgres, "postgres://u:p/w@h/db"); !errors.Is(err, migrations.ErrInvalidDSN) {
+		t.Errorf("unparsable URL: %v", err)
 	}
 	if err := migrations.UpFS(ctx, migrations.Postgres, nil, "postgres://x"); err == nil {
 		t.Error("nil FS accepted")
@@ -343,4 +348,56 @@ func latest(t *testing.T, d migrations.Dialect) uint {
 		top = max(top, uint(v))
 	}
 	return top
+}
+
+// TestErrorsHidePassword: no error of Up, Down or Version may print the
+// password of the DSN it was given, whether the DSN cannot be parsed (a
+// raw '@', ':' or '/' in the password), names a server that refuses the
+// connection, or is otherwise unusable.
+func TestErrorsHidePassword(t *testing.T) {
+	closed := closedPort(t)
+	const pw = "p@ss:w/rd%Z"
+	for _, tc := range []struct {
+		name    string
+		dialect migrations.Dialect
+		dsn     string
+	}{
+		{"postgres raw password", migrations.Postgres, "postgres://alice:" + pw + "@" + closed + "/app?sslmode=disable"},
+		{"postgres encoded password", migrations.Postgres, "postgres://alice:p%40ss%3Aw%2Frd%25Z@" + closed + "/app?sslmode=disable"},
+		{"postgres password parameter", migrations.Postgres, "postgres://" + closed + "/app?sslmode=disable&password=" + strings.ReplaceAll(pw, "%", "%25")},
+		{"postgres bad port", migrations.Postgres, "postgres://alice:s3cretpw@127.0.0.1:notaport/app"},
+		{"postgres bad scheme", migrations.Postgres, "postgrex://alice:s3cretpw@" + closed + "/app"},
+		{"mysql", migrations.MySQL, "alice:" + pw + "@tcp(" + closed + ")/app"},
+		{"mysql url", migrations.MySQL, "mysql://alice:s3cretpw@tcp(" + closed + ")/app"},
+		{"mysql bad dsn", migrations.MySQL, "alice:s3cretpw@tcp(" + closed + "/app"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+			defer cancel()
+			_, _, verr := migrations.Version(ctx, tc.dialect, tc.dsn)
+			for _, err := range []error{migrations.Up(ctx, tc.dialect, tc.dsn), migrations.Down(ctx, tc.dialect, tc.dsn), verr} {
+				if err == nil {
+					t.Fatal("no error")
+				}
+				msg := err.Error()
+				for _, secret := range []string{"ss:w", "s3cretpw", "p%40ss", "%3Aw", `"%Z"`} {
+					if strings.Contains(msg, secret) {
+						t.Fatalf("error shows the password (%q): %s", secret, msg)
+					}
+				}
+			}
+		})
+	}
+}
+
+// closedPort returns a loopback address nothing listens on.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := l.Addr().String()
+	_ = l.Close()
+	return a
 }

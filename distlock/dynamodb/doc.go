@@ -23,4 +23,32 @@
 // knows its 128-bit owner secret, so the condition admits no one else. The
 // same secret resolves an ambiguous acquisition: a retry that finds the
 // item owned by its own secret knows it holds the lock.
+//
+// # Keys, durations and tokens
+//
+// A key is stored as given: at most MaxKeyBytes (DynamoDB's 2048-byte
+// partition-key limit) of valid UTF-8, else distlock.ErrInvalidKey before
+// any request (DynamoDB would turn invalid bytes into U+FFFD, so two keys
+// would share one lock). The lease duration written for waiters is the
+// TTL rounded up to whole milliseconds; one too long for a time.Duration
+// reads as the longest Duration. The counter stops at math.MaxInt64, the
+// last token: the conditions of an acquisition require it to be below, and
+// a used-up counter is ErrTokenExhausted, never a wrapped or reset token.
+//
+// # Errors and unresponsive servers
+//
+// A conditional-check failure means the lock is held. Throttling, server
+// errors (5xx), transaction conflicts, timeouts and connection errors are
+// retried by Acquire (with the owner secret, so an attempt that was
+// applied unseen is recognised). A request DynamoDB refuses — missing
+// table, validation, access denied — is returned at once, wrapped.
+//
+// Every request is bounded by Options.RequestTimeout, because the SDK's
+// default HTTP client has no overall timeout, and by the caller's context.
+// Acquire and TryAcquire return by the caller's deadline even when the
+// server answers nothing (a frozen process): an acquisition request still
+// in flight is left to finish in the background, and a lock it took is
+// given back with a compare-and-delete. If that too times out, the lock
+// is held by nobody until waiters have watched its lease duration pass —
+// a delay, never two holders.
 package dynamodb

@@ -28,7 +28,15 @@
 //
 // # Throwaway servers
 //
-// Fault tests must not kill the shared servers: StartRedis, StartEtcdCluster and
-// StartZooKeeperEnsemble start private processes on free ports in t.TempDir(),
-// each a *Proc that can be killed (SIGKILL) and started again on the same port.
+// Fault tests must not kill the shared servers: StartRedis, StartEtcdCluster,
+// StartZooKeeperEnsemble and StartDynamoDB start private processes on free ports
+// in t.TempDir(), each a *Proc that can be killed (SIGKILL) and started again on
+// the same port, or frozen (SIGSTOP). They listen on 127.0.0.1 only, like the
+// servers of scripts/services.sh (DynamoDB Local through the script's
+// LoopbackDynamoDBLocal launcher: the jar alone listens on every interface).
+//
+// # Secrets
+//
+// Messages never show the password of a DSN or URL taken from the environment:
+// it is replaced by "xxxxx" (internal/redact).
 package testenv

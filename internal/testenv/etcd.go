@@ -3,11 +3,14 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/concurkit/concurkit/internal/redact"
 )
 
 var etcdServer = &server{
@@ -54,7 +57,8 @@ func EtcdClient(t testing.TB, endpoints []string, prefix string) *clientv3.Clien
 		Logger:      zap.NewNop(),
 	})
 	if err != nil {
-		t.Fatalf("testenv: etcd %v: %v", endpoints, err)
+		eps := redact.DSN(strings.Join(endpoints, ","))
+		t.Fatalf("testenv: etcd %s: %v", eps, redact.Error(err, endpoints...))
 	}
 	t.Cleanup(func() {
 		defer func() { _ = c.Close() }()

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/concurkit/concurkit/internal/redact"
 )
 
 // MySQLMaxOpenConns is the SetMaxOpenConns of the *sql.DB returned here.
@@ -47,7 +49,7 @@ func MySQLDSN(t testing.TB) string {
 	base := mysqlServer.get(t)
 	cfg, err := mysql.ParseDSN(base)
 	if err != nil {
-		t.Fatalf("testenv: parse mysql dsn: %v", err)
+		t.Fatalf("testenv: parse mysql dsn %s: %v", redact.DSN(base), redact.Error(err, base))
 	}
 	cfg.DBName = ""
 	admin := cfg.FormatDSN()
@@ -56,13 +58,13 @@ func MySQLDSN(t testing.TB) string {
 	ctx, cancel := setupContext(t)
 	defer cancel()
 	if err := mysqlExec(ctx, admin, "CREATE DATABASE `"+db+"`"); err != nil {
-		t.Fatalf("testenv: create database %s: %v", db, err)
+		t.Fatalf("testenv: create database %s: %v", db, redact.Error(err, base, admin))
 	}
 	t.Cleanup(func() {
 		ctx, cancel := cleanupContext()
 		defer cancel()
 		if err := mysqlExec(ctx, admin, "SET SESSION lock_wait_timeout = 20; DROP DATABASE IF EXISTS `"+db+"`"); err != nil {
-			t.Logf("testenv: drop database %s: %v", db, err)
+			t.Logf("testenv: drop database %s: %v", db, redact.Error(err, base, admin))
 		}
 	})
 
@@ -78,7 +80,7 @@ func MySQLFor(t testing.TB, dsn string) *sql.DB {
 	t.Helper()
 	db, err := sql.Open("mysql", dsn)
 	if err != nil {
-		t.Fatalf("testenv: open mysql: %v", err)
+		t.Fatalf("testenv: open mysql: %v", redact.Error(err, dsn))
 	}
 	db.SetMaxOpenConns(MySQLMaxOpenConns)
 	db.SetMaxIdleConns(16)
@@ -86,7 +88,7 @@ func MySQLFor(t testing.TB, dsn string) *sql.DB {
 	ctx, cancel := setupContext(t)
 	defer cancel()
 	if err := db.PingContext(ctx); err != nil {
-		t.Fatalf("testenv: mysql ping: %v", err)
+		t.Fatalf("testenv: mysql ping: %v", redact.Error(err, dsn))
 	}
 	return db
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/concurkit/concurkit/internal/redact"
 )
 
 // PostgresMaxConns is the MaxConns of the pools returned here: enough for 64
@@ -57,20 +59,20 @@ func PostgresURL(t testing.TB) string {
 	ctx, cancel := setupContext(t)
 	defer cancel()
 	if err := pgExec(ctx, base, "CREATE SCHEMA "+ident); err != nil {
-		t.Fatalf("testenv: create schema %s: %v", schema, err)
+		t.Fatalf("testenv: create schema %s: %v", schema, redact.Error(err, base))
 	}
 	t.Cleanup(func() {
 		ctx, cancel := cleanupContext()
 		defer cancel()
 		// A leaked connection holding a lock must not hang the cleanup forever.
 		if err := pgExec(ctx, base, "SET lock_timeout = '20s'; DROP SCHEMA IF EXISTS "+ident+" CASCADE"); err != nil {
-			t.Logf("testenv: drop schema %s: %v", schema, err)
+			t.Logf("testenv: drop schema %s: %v", schema, redact.Error(err, base))
 		}
 	})
 
 	u, err := url.Parse(base)
 	if err != nil {
-		t.Fatalf("testenv: parse %s: %v", base, err)
+		t.Fatalf("testenv: parse %s: %v", redact.DSN(base), redact.Error(err, base))
 	}
 	q := u.Query()
 	// No space in the value: pgx does not decode "+" in URL parameters, and
@@ -87,18 +89,18 @@ func PostgresPoolFor(t testing.TB, url string) *pgxpool.Pool {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		t.Fatalf("testenv: parse postgres url: %v", err)
+		t.Fatalf("testenv: parse postgres url: %v", redact.Error(err, url))
 	}
 	cfg.MaxConns = PostgresMaxConns
 	ctx, cancel := setupContext(t)
 	defer cancel()
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		t.Fatalf("testenv: postgres pool: %v", err)
+		t.Fatalf("testenv: postgres pool: %v", redact.Error(err, url))
 	}
 	t.Cleanup(pool.Close)
 	if err := pool.Ping(ctx); err != nil {
-		t.Fatalf("testenv: postgres ping: %v", err)
+		t.Fatalf("testenv: postgres ping: %v", redact.Error(err, url))
 	}
 	return pool
 }
@@ -111,7 +113,7 @@ func PostgresConn(t testing.TB, url string) *pgx.Conn {
 	defer cancel()
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
-		t.Fatalf("testenv: postgres connect: %v", err)
+		t.Fatalf("testenv: postgres connect: %v", redact.Error(err, url))
 	}
 	t.Cleanup(func() {
 		ctx, cancel := cleanupContext()

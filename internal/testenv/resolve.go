@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/concurkit/concurkit/internal/redact"
 )
 
 // StartCommand is the command printed when a server cannot be reached.
@@ -47,10 +49,12 @@ func (s *server) get(t testing.TB) string {
 	return s.value
 }
 
+// resolve finds the endpoint. Its errors show endpoint values with their
+// passwords hidden (redact): they end up in test logs.
 func (s *server) resolve() {
 	if v := os.Getenv(s.envVar); v != "" {
 		if err := s.reachable(v); err != nil {
-			s.err = fmt.Errorf("%s unreachable at %s=%s: %w", s.name, s.envVar, v, err)
+			s.err = fmt.Errorf("%s unreachable at %s=%s: %w", s.name, s.envVar, redact.DSN(v), redact.Error(err, v))
 			return
 		}
 		s.value = v
@@ -61,7 +65,7 @@ func (s *server) resolve() {
 		s.value = s.def
 		return
 	}
-	s.err = fmt.Errorf("%s unreachable at the default %s (%s unset): %w", s.name, s.def, s.envVar, errDef)
+	s.err = fmt.Errorf("%s unreachable at the default %s (%s unset): %w", s.name, redact.DSN(s.def), s.envVar, redact.Error(errDef, s.def))
 	if s.container == nil {
 		return
 	}

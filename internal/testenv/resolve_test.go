@@ -114,3 +114,41 @@ func TestContainerFallbackWithoutDocker(t *testing.T) {
 		t.Fatalf("skipped=%v container called=%v msg=%q", r.skipped, called, r.msg)
 	}
 }
+
+// TestUnreachableServerHidesPassword: the skip/fail message names the
+// environment value it could not use, with the password hidden, whether
+// the value cannot be parsed or its server does not answer.
+func TestUnreachableServerHidesPassword(t *testing.T) {
+	dead := closedPort(t)
+	for _, tc := range []struct {
+		name  string
+		addrs func(string) ([]string, error)
+		value string
+	}{
+		{"postgres", postgresServer.addrs, "postgres://alice:s3cretpw@" + dead + "/db"},
+		{"postgres unparsable", postgresServer.addrs, "postgres://alice:p@ss:w/rd@" + dead + "/db"},
+		{"postgres key=value", postgresServer.addrs, "host=127.0.0.1 port=1 user=alice password=s3cretpw"},
+		{"mysql", mysqlServer.addrs, "alice:s3cretpw@tcp(" + dead + ")/"},
+		{"mysql unparsable", mysqlServer.addrs, "alice:p@ss:w/rd@tcp(" + dead + "/"},
+		{"url", hostPorts, "http://alice:s3cretpw@" + dead},
+		{"url unparsable", hostPorts, "http://alice:p@ss:w/rd@" + dead},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("CI", "")
+			t.Setenv("CONCURKIT_TEST_DUMMY", tc.value)
+			s := &server{name: "Dummy", envVar: "CONCURKIT_TEST_DUMMY", def: dead, addrs: tc.addrs}
+			r := run(t, func(tb testing.TB) { s.get(tb) })
+			if !r.skipped {
+				t.Fatalf("not skipped: %q", r.msg)
+			}
+			for _, secret := range []string{"s3cretpw", "ss:w", `":w"`, "@ss"} {
+				if strings.Contains(r.msg, secret) {
+					t.Fatalf("message shows the password (%q): %s", secret, r.msg)
+				}
+			}
+			if !strings.Contains(r.msg, "CONCURKIT_TEST_DUMMY") {
+				t.Fatalf("message %q does not name the variable", r.msg)
+			}
+		})
+	}
+}
