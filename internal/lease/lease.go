@@ -371,12 +371,12 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 		stop()
 		cancel(nil)
 		if err != nil {
-			if errors.Is(err, distlock.ErrLeaseLost) {
-				l.Lost(err)
-				return l.Err()
-			}
 			l.mu.Lock()
 			defer l.mu.Unlock()
+			if errors.Is(err, distlock.ErrLeaseLost) {
+				l.loseLocked(err) // no-op if released or lost meanwhile
+				return l.checkLocked()
+			}
 			if cerr := l.checkLocked(); cerr != nil {
 				return cerr // released, lost or expired meanwhile: that matters more
 			}

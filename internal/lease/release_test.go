@@ -175,3 +175,34 @@ func TestReleaseWaitsForAutoExtend(t *testing.T) {
 		}
 	})
 }
+
+// TestReleaseCleanupEndsAtTimeout: after an unconfirmed Release, nobody
+// waits for the cleanup, and its goroutine still ends at the cleanup
+// timeout (synctest.Test fails if a goroutine of the bubble is left
+// blocked).
+func TestReleaseCleanupEndsAtTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ended := make(chan error, 1)
+		l, err := lease.New(lease.Config{Key: "k", Token: 1, TTL: time.Minute, CleanupTimeout: 2 * time.Second,
+			Backend: lease.Backend{Release: func(ctx context.Context) error {
+				<-ctx.Done() // frozen server
+				ended <- ctx.Err()
+				return ctx.Err()
+			}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+		defer cancel()
+		if err := l.Release(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Release = %v", err)
+		}
+		start := time.Now()
+		if err := <-ended; !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("cleanup ended with %v", err)
+		}
+		if waited := time.Since(start); waited != 1900*time.Millisecond {
+			t.Fatalf("cleanup ended %v after Release returned, want at the 2s cleanup timeout", waited)
+		}
+	})
+}
