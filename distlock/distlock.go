@@ -26,7 +26,16 @@ var (
 )
 
 // Lease is one acquisition of a lock. Each successful Acquire or
-// TryAcquire returns a fresh Lease; a Lease is never reused.
+// TryAcquire returns a fresh Lease; a Lease is never reused. Its methods
+// are safe for concurrent use.
+//
+// The lease's own view of its validity (Context, Deadline, Valid) is a
+// local estimate: it ends before the server may hand the lock to another
+// holder as long as the process runs and clocks drift less than the
+// allowance, but a process paused between a check and a write (GC,
+// SIGSTOP, a slow disk) writes after its lease ended all the same. Only a
+// fenced write (package fenced, with Token) protects storage; use the
+// local checks to stop work early, never as the guard.
 type Lease interface {
 	// Key returns the locked key.
 	Key() string
@@ -36,18 +45,50 @@ type Lease interface {
 	// the lock.
 	Token() fenced.Token
 	// Context returns a context that is cancelled when the lease is lost,
-	// reaches the end of its safe validity (TTL minus clock drift and a
-	// safety margin) without being extended, or is released.
-	// context.Cause tells which: an error matching ErrLeaseLost (lost or
-	// expired) or ErrReleased.
+	// reaches the end of its safe validity (Deadline) without being
+	// extended, or is released. context.Cause tells which: an error
+	// matching ErrLeaseLost (lost or expired) or ErrReleased. The
+	// cancellation at the deadline comes from a timer, which fires late
+	// when the process was paused; Valid does not wait for it.
 	Context() context.Context
+	// Deadline returns the end of the lease's safe validity: the start of
+	// the acquiring request plus the TTL, minus a clock-drift allowance and
+	// a safety margin, moved by each successful Extend. It is never later
+	// than the start of the Acquire call plus Options.TTL. ok is false for
+	// a lease without time-based validity, which lasts until it is lost or
+	// released (a ZooKeeper session's lock), as with
+	// context.Context.Deadline. The value is kept after the lease ended.
+	Deadline() (deadline time.Time, ok bool)
+	// Valid reports whether the lease is still held: not released, not
+	// lost, and the monotonic clock at the time of the call is before
+	// Deadline. It does not wait for the expiry timer: right after a pause
+	// it already reports false, and it marks the lease lost at once, so
+	// Context is done and context.Cause reports the expiry when Valid
+	// returns false. A true result can be stale by the time the caller
+	// acts on it: fenced writes remain the real guard.
+	Valid() bool
 	// Extend renews the lease for ttl from now; ttl 0 means the TTL given
-	// at acquisition. It returns ErrLeaseLost if the lease was already lost
-	// or expired.
+	// at acquisition. It returns ErrInvalidOptions for a negative ttl or
+	// one that leaves no validity after the drift allowance and margin,
+	// and ErrLeaseLost if the lease was already lost, expired or released,
+	// or the server says it is no longer ours. Releasing the lease cancels
+	// an Extend in flight.
 	Extend(ctx context.Context, ttl time.Duration) error
-	// Release gives the lock up. Releasing never removes a successor's lock.
-	// Releasing twice returns nil; releasing a lost lease returns
-	// ErrLeaseLost.
+	// Release gives the lock up. It marks the lease released and cancels
+	// Context at once, then deletes the lock on the server (never a
+	// successor's). That cleanup ignores the cancellation of ctx, so a
+	// cancelled request still releases its lock, but it is bounded by a
+	// cleanup timeout (DefaultCleanupTimeout unless the backend documents
+	// another). Release returns when the cleanup finished or when ctx
+	// ends, whichever comes first; in the second case the cleanup goes on
+	// in the background until the cleanup timeout, and Release returns an
+	// error matching ctx.Err() that says the release is unconfirmed (the
+	// server frees the lock at its TTL or session end at the latest).
+	// Releasing a lease that was lost or expired still runs the cleanup
+	// and returns an error matching ErrLeaseLost. A later call waits for
+	// the same cleanup (bounded by its own ctx) and returns its outcome if
+	// no earlier call returned it, nil otherwise: releasing twice returns
+	// nil.
 	Release(ctx context.Context) error
 }
 
@@ -63,7 +104,11 @@ type Locker interface {
 
 // Default option values.
 const (
+	// DefaultTTL is the lease validity when Options.TTL is zero.
 	DefaultTTL = 10 * time.Second
+	// DefaultCleanupTimeout bounds the server-side cleanup of Release
+	// unless a backend documents its own bound.
+	DefaultCleanupTimeout = 5 * time.Second
 )
 
 // Options tune one acquisition. A nil *Options or a zero field means the

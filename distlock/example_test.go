@@ -22,27 +22,39 @@ func runExclusive(ctx context.Context, l distlock.Locker, key string, work func(
 	if err != nil {
 		return err
 	}
-	// Release with a context that outlives a cancelled caller.
-	defer lease.Release(context.WithoutCancel(ctx))
+	// Release ignores the cancellation of ctx for its cleanup (a cancelled
+	// request still releases its lock) and returns by ctx's deadline.
+	defer lease.Release(ctx)
 	return work(lease.Context(), lease)
 }
 
-func ExampleLocker() {
-	ctx := context.Background()
+// postgresLocker connects to the test PostgreSQL (CONCURKIT_POSTGRES_URL
+// or the scripts' default port).
+func postgresLocker(ctx context.Context) (distlock.Locker, func(), error) {
 	url := os.Getenv("CONCURKIT_POSTGRES_URL")
 	if url == "" {
 		url = "postgres://postgres@127.0.0.1:15432/postgres?sslmode=disable"
 	}
 	pool, err := pgxpool.New(ctx, url)
 	if err != nil {
-		panic(err) // examples only
+		return nil, nil, err
 	}
-	defer pool.Close()
-	var locker distlock.Locker
-	locker, err = postgres.New(pool, nil)
+	l, err := postgres.New(pool, nil)
 	if err != nil {
-		panic(err)
+		pool.Close()
+		return nil, nil, err
 	}
+	return l, pool.Close, nil
+}
+
+func ExampleLocker() {
+	ctx := context.Background()
+	locker, closePool, err := postgresLocker(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer closePool()
 	key := fmt.Sprintf("nightly-report-%d", rand.Uint32())
 	err = runExclusive(ctx, locker, key, func(ctx context.Context, lease distlock.Lease) error {
 		// While we hold the lock, a second attempt fails at once.
@@ -60,26 +72,56 @@ func ExampleLocker() {
 
 func ExampleLease_Context() {
 	ctx := context.Background()
-	url := os.Getenv("CONCURKIT_POSTGRES_URL")
-	if url == "" {
-		url = "postgres://postgres@127.0.0.1:15432/postgres?sslmode=disable"
-	}
-	pool, err := pgxpool.New(ctx, url)
+	locker, closePool, err := postgresLocker(ctx)
 	if err != nil {
-		panic(err)
+		fmt.Println(err)
+		return
 	}
-	defer pool.Close()
-	locker, err := postgres.New(pool, nil)
-	if err != nil {
-		panic(err)
-	}
+	defer closePool()
 	lease, err := locker.Acquire(ctx, fmt.Sprintf("job-%d", rand.Uint32()), nil)
 	if err != nil {
-		panic(err)
+		fmt.Println(err)
+		return
 	}
 	_ = lease.Release(ctx)
 	<-lease.Context().Done()
 	cause := context.Cause(lease.Context())
 	fmt.Println(errors.Is(cause, distlock.ErrReleased), errors.Is(cause, distlock.ErrLeaseLost))
 	// Output: true false
+}
+
+// Valid reads the clock when it is called, so a holder that was paused
+// (GC, SIGSTOP) past its deadline learns it before writing even if the
+// expiry timer has not fired yet. It is an early stop, not a guard: the
+// write itself must be fenced with the lease's token.
+func ExampleLease_Valid() {
+	ctx := context.Background()
+	locker, closePool, err := postgresLocker(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer closePool()
+	before := time.Now()
+	lease, err := locker.Acquire(ctx, fmt.Sprintf("job-%d", rand.Uint32()), &distlock.Options{TTL: 2 * time.Second})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	deadline, ok := lease.Deadline()
+	fmt.Println("valid:", lease.Valid())
+	fmt.Println("deadline within the TTL:", ok && deadline.Before(before.Add(2*time.Second)))
+	// Before each step of long work: stop if the lease is over.
+	if !lease.Valid() {
+		fmt.Println("stop:", context.Cause(lease.Context()))
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	fmt.Println("release:", lease.Release(ctx))
+	fmt.Println("valid after release:", lease.Valid())
+	// Output:
+	// valid: true
+	// deadline within the TTL: true
+	// release: <nil>
+	// valid after release: false
 }

@@ -3,6 +3,7 @@ package lease_test
 import (
 	"context"
 	"errors"
+	"math"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -12,19 +13,51 @@ import (
 )
 
 func TestResolve(t *testing.T) {
-	opts := &distlock.Options{}
-	o, err := lease.Resolve("k", opts)
-	if err != nil || o.TTL != distlock.DefaultTTL || opts.TTL != 0 {
-		t.Fatalf("Resolve = %+v, %v (caller's struct %+v)", o, err, opts)
-	}
-	if o, err := lease.Resolve("k", nil); err != nil || o.TTL != distlock.DefaultTTL {
-		t.Fatalf("nil opts: %+v, %v", o, err)
-	}
-	if _, err := lease.Resolve("", nil); !errors.Is(err, distlock.ErrInvalidKey) {
-		t.Fatalf("empty key: %v", err)
-	}
-	if _, err := lease.Resolve("k", &distlock.Options{TTL: -1}); !errors.Is(err, distlock.ErrInvalidOptions) {
-		t.Fatalf("negative TTL: %v", err)
+	for _, tc := range []struct {
+		name    string
+		key     string
+		opts    *distlock.Options
+		wantTTL time.Duration
+		wantErr error
+	}{
+		{"nil options", "k", nil, distlock.DefaultTTL, nil},
+		{"zero TTL", "k", &distlock.Options{}, distlock.DefaultTTL, nil},
+		{"1ns", "k", &distlock.Options{TTL: 1}, 1, nil},
+		{"max TTL passes through", "k", &distlock.Options{TTL: math.MaxInt64}, math.MaxInt64, nil},
+		{"auto-extend kept", "k", &distlock.Options{TTL: time.Second, AutoExtend: true}, time.Second, nil},
+		{"negative TTL", "k", &distlock.Options{TTL: -1}, 0, distlock.ErrInvalidOptions},
+		{"min TTL", "k", &distlock.Options{TTL: math.MinInt64}, 0, distlock.ErrInvalidOptions},
+		{"empty key", "", nil, 0, distlock.ErrInvalidKey},
+		{"empty key and bad TTL", "", &distlock.Options{TTL: -1}, 0, distlock.ErrInvalidKey},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var before distlock.Options
+			if tc.opts != nil {
+				before = *tc.opts
+			}
+			o, err := lease.Resolve(tc.key, tc.opts)
+			if tc.wantErr != nil {
+				if !errors.Is(err, tc.wantErr) {
+					t.Fatalf("Resolve = %v, want %v", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || o.TTL != tc.wantTTL {
+				t.Fatalf("Resolve = %+v, %v; want TTL %v", o, err, tc.wantTTL)
+			}
+			if tc.opts != nil && (*tc.opts != before || o.AutoExtend != before.AutoExtend) {
+				t.Fatalf("caller's options %+v changed or not copied (got %+v)", *tc.opts, o)
+			}
+			// The resolved TTL makes a lease without overflow.
+			l, err := lease.New(lease.Config{Key: tc.key, Token: 1, TTL: o.TTL})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Release(context.Background())
+			if dl, _ := l.Deadline(); o.TTL > time.Millisecond && !dl.After(time.Now()) {
+				t.Fatalf("deadline %v for TTL %v is not in the future", dl, o.TTL)
+			}
+		})
 	}
 }
 

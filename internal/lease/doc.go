@@ -2,19 +2,36 @@
 // backend, so the rules of the distlock.Lease contract are written once:
 //
 //   - a Lease holds its key, its fencing token and a context;
-//   - the context is cancelled when the safe validity ends (acquisition
-//     start + TTL − clock drift − safety margin; each successful Extend
-//     moves the deadline), when the backend reports the lease lost (Lost,
-//     e.g. a session expired or a connection died), or on Release;
-//   - Release runs the backend's compare-and-delete exactly once; a second
-//     Release returns nil; a Release after the lease was lost returns
-//     distlock.ErrLeaseLost but still runs the backend cleanup (which must
-//     never delete a successor's lock);
+//   - its safe validity ends at the deadline: acquisition start + TTL −
+//     clock drift − safety margin, moved by each successful Extend (an
+//     Extend with another ttl keeps the configured allowances, scaled up
+//     for a longer ttl). A lease whose validity is already over when New
+//     runs starts lost. Validity never comes back: an Extend whose backend
+//     call returns after the deadline cannot revive the lease;
+//   - the context is cancelled when the deadline passes (a timer), when
+//     the backend reports the lease lost (Lost, e.g. a session expired or
+//     a connection died), or on Release;
+//   - Valid and Err read the monotonic clock at call time, so after a
+//     process pause they report the expiry before the timer has run, and
+//     mark the lease lost at once; Deadline returns the deadline (ok false
+//     for a lease without TTL). These are local checks: only fenced
+//     writes protect storage;
+//   - Release marks the lease released and cancels its context at once,
+//     then runs the backend's compare-and-delete exactly once, in a
+//     goroutine, with a context that ignores the caller's cancellation but
+//     ends at Config.CleanupTimeout (default distlock.DefaultCleanupTimeout).
+//     Release returns when the cleanup ends or the caller's context does
+//     (then with an "unconfirmed" error matching ctx.Err()); a later
+//     Release waits for the same cleanup and reports its outcome if no
+//     call did yet, else nil. A Release after the lease was lost returns
+//     distlock.ErrLeaseLost but still runs the cleanup (which must never
+//     delete a successor's lock);
 //   - an optional auto-extend goroutine renews the lease every TTL/3 and
-//     stops on release or loss.
+//     stops on release or loss; Release cancels an Extend in flight.
 //
-// Backends supply two callbacks (Backend.Extend, Backend.Release) and call
-// Lost from their own watchers. The package also holds the helpers every
-// backend needs around acquisition: Resolve (option and key validation
-// with defaults) and Poll (a retry loop for backends that can only poll).
+// Backends supply two callbacks (Backend.Extend, Backend.Release), honour
+// the contexts they get, and call Lost from their own watchers. The
+// package also holds the helpers every backend needs around acquisition:
+// Resolve (option and key validation with defaults) and Poll (a retry
+// loop for backends that can only poll).
 package lease

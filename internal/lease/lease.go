@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"math/bits"
 	"sync"
 	"time"
 
@@ -27,14 +29,17 @@ type Backend struct {
 	// return an error matching distlock.ErrLeaseLost when the server says
 	// the lock is no longer ours (the lease is then marked lost); any other
 	// error is treated as an uncertain outcome and leaves the lease alone
-	// (its deadline still applies). Nil means Extend only checks the
-	// lease locally and moves the deadline.
+	// (its deadline still applies). Its context ends when the caller's
+	// does or when the lease is released or lost meanwhile. Nil means
+	// Extend only checks the lease locally and moves the deadline.
 	Extend func(ctx context.Context, ttl time.Duration) error
 	// Release deletes the lock on the server only if it is still ours
 	// (compare-and-delete) and frees backend resources. It is called at
-	// most once, with a context that is never cancelled by the lease
-	// itself. Returning an error matching distlock.ErrLeaseLost means the
-	// lock was already gone. Nil means nothing to clean up.
+	// most once, after any Extend in flight returned, with a context that
+	// ignores the cancellation of the caller's but ends at the cleanup
+	// timeout: it must return by then. Returning an error matching
+	// distlock.ErrLeaseLost means the lock was already gone. Nil means
+	// nothing to clean up.
 	Release func(ctx context.Context) error
 }
 
@@ -44,11 +49,13 @@ type Config struct {
 	Token fenced.Token
 	// TTL is the validity granted by the server, measured from Start.
 	// Zero means the lease has no time-based validity (it lives until
-	// Lost or Release, e.g. a PostgreSQL session lock); negative is
-	// distlock.ErrInvalidOptions.
+	// Lost or Release, e.g. a ZooKeeper session's lock); negative is
+	// distlock.ErrInvalidOptions. Any positive value is accepted: the
+	// deadline arithmetic saturates instead of overflowing.
 	TTL time.Duration
-	// Start is the local time taken just before the acquiring request was
-	// sent: the server's TTL began no earlier than that. Zero means now.
+	// Start is the local time taken (with time.Now, so that it carries a
+	// monotonic reading) just before the acquiring request was sent: the
+	// server's TTL began no earlier than that. Zero means now.
 	Start time.Time
 	// Drift is subtracted from the validity for clock-rate differences.
 	// Zero means DefaultDrift(TTL); negative means none.
@@ -56,7 +63,16 @@ type Config struct {
 	// Margin is a further safety margin subtracted from the validity, so
 	// the holder stops before the server may hand the lock to someone
 	// else. Zero means DefaultMargin(TTL); negative means none.
+	//
+	// An Extend with a ttl other than TTL keeps both allowances and scales
+	// them up in proportion when ttl is longer (a clock-rate error grows
+	// with the interval); it never shrinks them.
 	Margin time.Duration
+	// CleanupTimeout bounds the backend cleanup run by Release, which
+	// ignores the cancellation of the caller's context. Zero means
+	// distlock.DefaultCleanupTimeout; negative is
+	// distlock.ErrInvalidOptions.
+	CleanupTimeout time.Duration
 	// AutoExtend starts a goroutine that calls Extend every TTL/3 until
 	// the lease is released or lost. Ignored when TTL is zero.
 	AutoExtend bool
@@ -83,34 +99,48 @@ const (
 // Lease implements distlock.Lease on top of a Backend. Its methods are
 // safe for concurrent use.
 type Lease struct {
-	key    string
-	token  fenced.Token
-	ttl    time.Duration
-	drift  time.Duration
-	margin time.Duration
-	be     Backend
+	key     string
+	token   fenced.Token
+	ttl     time.Duration
+	drift   time.Duration
+	margin  time.Duration
+	cleanup time.Duration
+	be      Backend
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
-	// op serialises the backend calls Extend and Release.
-	op sync.Mutex
+	// op serialises the backend calls Extend and Release. It is a
+	// one-slot semaphore rather than a mutex so that waiting for it
+	// honours a context.
+	op chan struct{}
 
 	mu       sync.Mutex
 	st       state
 	cause    error
-	deadline time.Time
+	timed    bool      // the lease has time-based validity (TTL > 0)
+	deadline time.Time // end of the safe validity when timed
 	timer    *time.Timer
 	done     chan struct{} // closed when the auto-extend goroutine exits; nil without it
+	// Release state: cleaned is closed when the backend cleanup ended
+	// (nil before the first Release); outcome is its result, reported
+	// by the first Release call that sees it.
+	cleaned  chan struct{}
+	lostErr  error // the loss cause if the lease was lost before Release
+	outcome  error
+	reported bool
 }
 
 var _ distlock.Lease = (*Lease)(nil)
 
 // New returns a held Lease. Its context is derived from
 // context.Background (a lease outlives the Acquire call that made it). If
-// the validity is already over when New runs, the lease starts lost. It
-// returns distlock.ErrInvalidKey for an empty key, fenced.ErrInvalidToken
-// for a token ≤ 0 and distlock.ErrInvalidOptions for a negative TTL.
+// the validity is already over when New runs (a Start too far in the past,
+// or drift and margin that leave nothing of the TTL), the lease starts
+// lost: its context is already done with cause ErrExpired. It returns
+// distlock.ErrInvalidKey for an empty key, fenced.ErrInvalidToken for a
+// token ≤ 0 and distlock.ErrInvalidOptions for a negative TTL or
+// CleanupTimeout.
 func New(cfg Config) (*Lease, error) {
 	switch {
 	case cfg.Key == "":
@@ -119,14 +149,19 @@ func New(cfg Config) (*Lease, error) {
 		return nil, fmt.Errorf("%w: %d", fenced.ErrInvalidToken, int64(cfg.Token))
 	case cfg.TTL < 0:
 		return nil, fmt.Errorf("%w: TTL %v < 0", distlock.ErrInvalidOptions, cfg.TTL)
+	case cfg.CleanupTimeout < 0:
+		return nil, fmt.Errorf("%w: CleanupTimeout %v < 0", distlock.ErrInvalidOptions, cfg.CleanupTimeout)
 	}
-	l := &Lease{key: cfg.Key, token: cfg.Token, ttl: cfg.TTL, be: cfg.Backend}
-	l.drift, l.margin = cfg.Drift, cfg.Margin
+	l := &Lease{key: cfg.Key, token: cfg.Token, ttl: cfg.TTL, be: cfg.Backend, op: make(chan struct{}, 1)}
+	l.drift, l.margin, l.cleanup = cfg.Drift, cfg.Margin, cfg.CleanupTimeout
 	if l.drift == 0 {
 		l.drift = DefaultDrift(cfg.TTL)
 	}
 	if l.margin == 0 {
 		l.margin = DefaultMargin(cfg.TTL)
+	}
+	if l.cleanup == 0 {
+		l.cleanup = distlock.DefaultCleanupTimeout
 	}
 	l.drift, l.margin = max(l.drift, 0), max(l.margin, 0)
 	l.ctx, l.cancel = context.WithCancelCause(context.Background())
@@ -138,22 +173,53 @@ func New(cfg Config) (*Lease, error) {
 		start = time.Now()
 	}
 	l.mu.Lock()
-	l.deadline = l.validUntil(start, cfg.TTL)
+	defer l.mu.Unlock()
+	l.timed = true
+	validity, _ := l.validity(cfg.TTL)
+	l.deadline = start.Add(validity)
+	// Checked here, not left to the timer: a timer due in the past fires
+	// only after New returned, and the caller would get a live context
+	// for a lease that is already over.
+	if !time.Now().Before(l.deadline) {
+		l.loseLocked(ErrExpired)
+		return l, nil
+	}
 	l.timer = time.AfterFunc(time.Until(l.deadline), l.expire)
 	if cfg.AutoExtend {
 		l.done = make(chan struct{})
 		go l.autoExtend(l.done)
 	}
-	l.mu.Unlock()
 	return l, nil
 }
 
-func (l *Lease) validUntil(start time.Time, ttl time.Duration) time.Time {
+// validity returns how long a lease renewed for ttl stays safely valid:
+// ttl minus the drift allowance and the margin. For a ttl other than the
+// acquisition TTL both allowances are kept, scaled up in proportion when
+// ttl is longer. ok is false when nothing is left (validity 0).
+func (l *Lease) validity(ttl time.Duration) (d time.Duration, ok bool) {
 	drift, margin := l.drift, l.margin
-	if ttl != l.ttl { // an Extend with another ttl: scale the defaults
-		drift, margin = DefaultDrift(ttl), DefaultMargin(ttl)
+	if ttl > l.ttl && l.ttl > 0 {
+		drift, margin = scale(drift, ttl, l.ttl), scale(margin, ttl, l.ttl)
 	}
-	return start.Add(ttl - drift - margin)
+	// Written so that no intermediate value overflows.
+	if drift >= ttl || margin >= ttl-drift {
+		return 0, false
+	}
+	return ttl - drift - margin, true
+}
+
+// scale returns d·num/den (all ≥ 0, den > 0), saturating at the largest
+// Duration instead of overflowing.
+func scale(d, num, den time.Duration) time.Duration {
+	hi, lo := bits.Mul64(uint64(d), uint64(num))
+	if hi >= uint64(den) {
+		return math.MaxInt64
+	}
+	q, _ := bits.Div64(hi, lo, uint64(den))
+	if q > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return time.Duration(q)
 }
 
 // Key returns the locked key.
@@ -167,23 +233,85 @@ func (l *Lease) Token() fenced.Token { return l.token }
 // Lost wrapped with distlock.ErrLeaseLost, or ErrReleased).
 func (l *Lease) Context() context.Context { return l.ctx }
 
-// Deadline returns the end of the safe validity, or the zero time for a
-// lease without time-based validity.
-func (l *Lease) Deadline() time.Time {
+// Deadline returns the end of the safe validity (see
+// distlock.Lease.Deadline); ok is false for a lease without time-based
+// validity (TTL zero).
+func (l *Lease) Deadline() (deadline time.Time, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.deadline
+	return l.deadline, l.timed
+}
+
+// Valid reports whether the lease is held and, for a lease with a TTL,
+// the monotonic clock is before its deadline now. It does not rely on the
+// expiry timer, which fires late after a process pause: when it finds the
+// deadline passed it marks the lease lost with ErrExpired before it
+// returns false.
+func (l *Lease) Valid() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.checkLocked() == nil
 }
 
 // Err returns nil while the lease is held, the loss cause (matching
-// distlock.ErrLeaseLost) once it was lost or expired, or ErrReleased.
+// distlock.ErrLeaseLost) once it was lost or expired, or ErrReleased. Like
+// Valid, it checks the deadline against the clock.
 func (l *Lease) Err() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.st == held {
+		_ = l.checkLocked()
+	}
 	return l.cause
 }
 
-func (l *Lease) expire() { l.Lost(ErrExpired) }
+// checkLocked returns nil if the lease is held and within its deadline,
+// else an error matching distlock.ErrLeaseLost; a passed deadline marks
+// the lease lost. l.mu is held.
+func (l *Lease) checkLocked() error {
+	switch l.st {
+	case lost:
+		return l.cause
+	case released:
+		return fmt.Errorf("%w: already released", distlock.ErrLeaseLost)
+	}
+	if l.timed && !time.Now().Before(l.deadline) {
+		l.loseLocked(ErrExpired)
+		return l.cause
+	}
+	return nil
+}
+
+// loseLocked marks a held lease lost and cancels its context. Cancelling
+// under l.mu keeps the state and the context in step (Valid false ⇒
+// context done); it is safe because cancellation runs no callback that
+// could come back to l.mu synchronously (context.AfterFunc functions run
+// in their own goroutines). l.mu is held.
+func (l *Lease) loseLocked(err error) {
+	if l.st != held {
+		return
+	}
+	l.st, l.cause = lost, err
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+	l.cancel(err)
+}
+
+// expire runs from the timer. A timer can fire for a deadline that an
+// Extend has moved meanwhile; it then rearms itself instead.
+func (l *Lease) expire() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.st != held {
+		return
+	}
+	if d := time.Until(l.deadline); d > 0 {
+		l.timer.Reset(d)
+		return
+	}
+	l.loseLocked(ErrExpired)
+}
 
 // Lost marks the lease lost with cause err (wrapped so that it matches
 // distlock.ErrLeaseLost) and cancels its context. Backends call it from
@@ -197,24 +325,20 @@ func (l *Lease) Lost(err error) {
 		err = fmt.Errorf("%w: %w", distlock.ErrLeaseLost, err)
 	}
 	l.mu.Lock()
-	if l.st != held {
-		l.mu.Unlock()
-		return
-	}
-	l.st, l.cause = lost, err
-	if l.timer != nil {
-		l.timer.Stop()
-	}
-	l.mu.Unlock()
-	l.cancel(err)
+	defer l.mu.Unlock()
+	l.loseLocked(err)
 }
 
 // Extend renews the lease for ttl from now (zero ttl means the TTL given
 // at acquisition). It returns distlock.ErrInvalidOptions for a negative
-// ttl, distlock.ErrLeaseLost if the lease was already lost, expired or
-// released, or if the backend reports it is no longer ours (the lease is
-// then marked lost); other backend errors are returned unchanged and leave
-// the lease held until its current deadline.
+// ttl or one that leaves no validity after drift and margin (without
+// calling the backend), distlock.ErrLeaseLost if the lease was already
+// lost, expired or released, if the backend reports it is no longer ours,
+// or if the deadline passed before the backend answered (the lease is then
+// marked lost); ctx.Err() if ctx ends while it waits for another Extend in
+// flight; other backend errors are returned unchanged and leave the lease
+// held until its current deadline. A lease without time-based validity
+// (TTL zero) only asks the backend; it keeps having no deadline.
 func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if ttl < 0 {
 		return fmt.Errorf("%w: TTL %v < 0", distlock.ErrInvalidOptions, ttl)
@@ -222,103 +346,153 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if ttl == 0 {
 		ttl = l.ttl
 	}
-	l.op.Lock()
-	defer l.op.Unlock()
-	if err := l.check(); err != nil {
+	validity, ok := l.validity(ttl)
+	if l.ttl > 0 && !ok {
+		return fmt.Errorf("%w: TTL %v leaves no validity after drift and margin", distlock.ErrInvalidOptions, ttl)
+	}
+	select {
+	case l.op <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-l.op }()
+	l.mu.Lock()
+	err := l.checkLocked()
+	l.mu.Unlock()
+	if err != nil {
 		return err
 	}
 	start := time.Now()
 	if l.be.Extend != nil {
-		if err := l.be.Extend(ctx, ttl); err != nil {
+		// Release or a loss makes the renewal moot: stop waiting for it.
+		bctx, cancel := context.WithCancelCause(ctx)
+		stop := context.AfterFunc(l.ctx, func() { cancel(context.Cause(l.ctx)) })
+		err := l.be.Extend(bctx, ttl)
+		stop()
+		cancel(nil)
+		if err != nil {
+			l.mu.Lock()
+			defer l.mu.Unlock()
 			if errors.Is(err, distlock.ErrLeaseLost) {
-				l.Lost(err)
-				return l.Err()
+				l.loseLocked(err) // no-op if released or lost meanwhile
+				return l.checkLocked()
+			}
+			if cerr := l.checkLocked(); cerr != nil {
+				return cerr // released, lost or expired meanwhile: that matters more
 			}
 			return err
 		}
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.st != held {
-		return l.cause
+	// The old deadline must not have passed while the backend call was in
+	// flight (a pause, a slow server): validity never comes back once over,
+	// whether or not the timer or a Valid call noticed in time.
+	if err := l.checkLocked(); err != nil {
+		return err
 	}
-	if l.timer != nil && ttl > 0 {
-		l.deadline = l.validUntil(start, ttl)
-		if !l.timer.Stop() {
-			// The timer fired while the backend call was in flight; expire
-			// runs (or ran) Lost, which wins: the lease stays lost.
-			return ErrExpired
-		}
-		l.timer.Reset(time.Until(l.deadline))
-	}
-	return nil
-}
-
-func (l *Lease) check() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	switch l.st {
-	case lost:
-		return l.cause
-	case released:
-		return fmt.Errorf("%w: already released", distlock.ErrLeaseLost)
-	}
-	// The timer may not have run yet although the deadline passed.
-	if l.timer != nil && !time.Now().Before(l.deadline) {
-		l.mu.Unlock()
-		l.Lost(ErrExpired)
-		l.mu.Lock()
-		return l.cause
-	}
-	return nil
-}
-
-// Release gives the lock up: it cancels the context, stops auto-extend,
-// and runs the backend's compare-and-delete once, with
-// context.WithoutCancel(ctx) so a caller's cancelled context cannot leave
-// the lock behind half-released. A second call returns nil. After the
-// lease was lost or expired it still runs the backend cleanup and returns
-// an error matching distlock.ErrLeaseLost. Backend errors are returned
-// wrapped.
-func (l *Lease) Release(ctx context.Context) error {
-	l.mu.Lock()
-	if l.st == released {
-		l.mu.Unlock()
+	if !l.timed {
 		return nil
 	}
-	wasLost := l.st == lost
-	cause := l.cause
-	l.st = released
-	if !wasLost {
-		l.cause = ErrReleased
+	l.deadline = start.Add(validity)
+	if !time.Now().Before(l.deadline) {
+		l.loseLocked(ErrExpired)
+		return l.cause
 	}
-	if l.timer != nil {
-		l.timer.Stop()
+	l.timer.Reset(time.Until(l.deadline))
+	return nil
+}
+
+// Release gives the lock up (see distlock.Lease.Release for the
+// contract). The first call marks the lease released, cancels its context
+// and starts the cleanup in a goroutine: it waits for the auto-extend
+// goroutine and any Extend in flight (both cancelled by the lease's
+// context), then runs Backend.Release with context.WithoutCancel(ctx)
+// bounded by the cleanup timeout. Every call then waits for the cleanup
+// or for its own ctx, whichever ends first. The goroutine ends by the
+// cleanup timeout provided the backend honours its context; a test waits
+// for it with a second Release(context.Background()).
+func (l *Lease) Release(ctx context.Context) error {
+	l.mu.Lock()
+	first := l.cleaned == nil
+	if first {
+		if l.st == lost {
+			l.lostErr = l.cause
+		} else {
+			l.cause = ErrReleased
+		}
+		l.st = released
+		if l.timer != nil {
+			l.timer.Stop()
+		}
+		l.cleaned = make(chan struct{})
+		l.cancel(ErrReleased) // no-op if already cancelled by a loss
 	}
-	done := l.done
+	cleaned, lostErr := l.cleaned, l.lostErr
 	l.mu.Unlock()
-	l.cancel(ErrReleased) // no-op if already cancelled by a loss
-	if done != nil {
-		<-done // the auto-extend goroutine sees the cancelled context and exits
+	if first {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cleanup)
+		go l.runCleanup(cctx, cancel)
 	}
 
-	l.op.Lock()
-	defer l.op.Unlock()
+	select {
+	case <-cleaned:
+	case <-ctx.Done():
+		select {
+		case <-cleaned: // both ready: the outcome is known, report it
+		default:
+			err := fmt.Errorf("lease: release of %q unconfirmed (cleanup continues in the background for up to %v; the server frees the lock at its TTL or session end at the latest): %w",
+				l.key, l.cleanup, ctx.Err())
+			if lostErr != nil {
+				return errors.Join(lostErr, err)
+			}
+			return err
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.reported {
+		return nil
+	}
+	l.reported = true
+	return l.outcome
+}
+
+// runCleanup is the body of the cleanup goroutine started by Release.
+func (l *Lease) runCleanup(ctx context.Context, cancel context.CancelFunc) {
+	defer cancel()
 	var berr error
-	if l.be.Release != nil {
-		berr = l.be.Release(context.WithoutCancel(ctx))
+	if l.done != nil {
+		select {
+		case <-l.done: // the auto-extend goroutine saw the cancelled context
+		case <-ctx.Done():
+			berr = fmt.Errorf("lease: waiting for auto-extend to stop: %w", ctx.Err())
+		}
 	}
-	switch {
-	case wasLost && berr != nil && !errors.Is(berr, distlock.ErrLeaseLost):
-		return errors.Join(cause, berr)
-	case wasLost:
-		return cause
+	if berr == nil {
+		select {
+		case l.op <- struct{}{}: // an Extend in flight returned
+			if l.be.Release != nil {
+				berr = l.be.Release(ctx)
+			}
+			<-l.op
+		case <-ctx.Done():
+			berr = fmt.Errorf("lease: waiting for an Extend in flight: %w", ctx.Err())
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch lostErr := l.lostErr; {
+	case lostErr != nil && berr != nil && !errors.Is(berr, distlock.ErrLeaseLost):
+		l.outcome = errors.Join(lostErr, berr)
+	case lostErr != nil:
+		l.outcome = lostErr
 	case berr != nil && errors.Is(berr, distlock.ErrLeaseLost):
-		return berr
+		l.outcome = berr
 	case berr != nil:
-		return fmt.Errorf("lease: release %q: %w", l.key, berr)
+		l.outcome = fmt.Errorf("lease: release %q: %w", l.key, berr)
 	}
-	return nil
+	close(l.cleaned)
 }
 
 // autoExtend renews the lease every TTL/3; after a failed attempt it

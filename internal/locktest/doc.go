@@ -8,13 +8,26 @@
 //
 // Run covers mutual exclusion (16 goroutines × 200 critical sections,
 // asserted with a CompareAndSwap flag inside each section), tokens strictly
-// increasing in acquisition order, TryAcquire on a held key, Release of an
-// expired lease never deleting a successor's lock, cancellation while
-// waiting, bad input, the lease context after Release, Extend and
-// auto-extend, goroutine leaks (goleak), and the Kleppmann scenario: a
-// holder paused past its TTL writes after its successor, and storage
-// guarded by the package fenced rejects it, while the same run without
-// fencing (the negative control) lets it overwrite the successor's data.
+// increasing in acquisition order, TryAcquire on a held key, the handover
+// (a successor's Acquire returns only after the previous holder's lease
+// ended locally: Valid false, Context done), Release of an expired lease
+// never deleting a successor's lock, cancellation while waiting, bad
+// input, the lease context, Valid and Deadline after Release and Extend,
+// auto-extend, goroutine leaks (goleak), and the Kleppmann scenario.
+//
+// The Kleppmann scenario runs rounds in which a holder is paused past its
+// TTL (Options.Expire) until the lock was handed over, then resumes at a
+// random point and writes while its successor writes; the test does not
+// order the two writes. Without fencing at least one round must end with
+// a stale holder's write stored after a newer holder's (the negative
+// control: the lock alone does not protect storage); with storage guarded
+// by the package fenced no round may, and a late write must have been
+// rejected with fenced.ErrStaleToken.
+//
+// The suite is itself tested: its own tests run it, in a child process,
+// on reference lockers with one deliberate flaw each (validity 2×TTL,
+// Release deleting a successor's lock, tokens not increasing, a store
+// that ignores tokens) and assert that a named suite test reports it.
 //
 // It is imported only by tests.
 package locktest

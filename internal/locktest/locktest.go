@@ -36,7 +36,10 @@ type Options struct {
 	// holder were paused past its TTL or session: sleep past the TTL,
 	// expire the ZooKeeper session, terminate the PostgreSQL backend. It
 	// returns when another Locker can acquire the key or soon will (the
-	// suite's Acquire calls wait). Nil: wait until l.Context() is done
+	// suite's Acquire calls wait); other Lockers may be waiting for the
+	// key meanwhile. Whatever the fault, the suite asserts that a
+	// successor's Acquire returns only after l ended locally (l.Valid()
+	// false, l.Context() done). Nil: wait until l.Context() is done
 	// (local validity over); the server releases the key at its TTL.
 	Expire func(t *testing.T, l distlock.Lease)
 	// NoExpiry says the backend cannot take a lock from a paused holder;
@@ -110,6 +113,7 @@ func Run(t *testing.T, newLocker NewLocker, opts Options) {
 		{"Extend", Extend},
 		{"CancelWhileWaiting", CancelWhileWaiting},
 		{"MutualExclusion", MutualExclusion},
+		{"HandoverAfterLocalExpiry", HandoverAfterLocalExpiry},
 		{"ReleaseExpiredKeepsSuccessor", ReleaseExpiredKeepsSuccessor},
 		{"AutoExtend", AutoExtend},
 		{"Kleppmann", Kleppmann},
@@ -239,8 +243,9 @@ func TokensIncrease(t *testing.T, newLocker NewLocker, opts Options) {
 	}
 }
 
-// ContextAfterRelease: the lease context is cancelled by Release; a
-// second Release returns nil; Extend after Release is ErrLeaseLost.
+// ContextAfterRelease: the lease context is cancelled by Release (cause
+// ErrReleased) and Valid turns false; a second Release returns nil;
+// Extend after Release is ErrLeaseLost.
 func ContextAfterRelease(t *testing.T, newLocker NewLocker, opts Options) {
 	o := setup(t, opts)
 	l := newLocker(t)
@@ -248,11 +253,20 @@ func ContextAfterRelease(t *testing.T, newLocker NewLocker, opts Options) {
 	if err := lease.Context().Err(); err != nil {
 		t.Fatalf("fresh lease context already done: %v", context.Cause(lease.Context()))
 	}
+	if !lease.Valid() {
+		t.Fatal("fresh lease not Valid")
+	}
 	release(t, lease)
 	select {
 	case <-lease.Context().Done():
 	default:
 		t.Fatal("lease context not cancelled by Release")
+	}
+	if lease.Valid() {
+		t.Fatal("released lease still Valid")
+	}
+	if c := context.Cause(lease.Context()); !errors.Is(c, distlock.ErrReleased) || errors.Is(c, distlock.ErrLeaseLost) {
+		t.Fatalf("cause after Release = %v, want ErrReleased", c)
 	}
 	if err := lease.Release(context.Background()); err != nil {
 		t.Fatalf("second Release = %v, want nil", err)
@@ -263,14 +277,22 @@ func ContextAfterRelease(t *testing.T, newLocker NewLocker, opts Options) {
 }
 
 // Extend: a held lease can be extended, negative TTL is rejected, and the
-// lease stays held.
+// lease stays held; its Deadline, if it has one, never lies beyond the
+// TTL from the start of the call that set it.
 func Extend(t *testing.T, newLocker NewLocker, opts Options) {
 	o := setup(t, opts)
 	l1, l2 := newLocker(t), newLocker(t)
 	key := Key(t)
+	before := time.Now()
 	lease := mustAcquire(t, o, l1, key, &distlock.Options{TTL: o.TTL})
+	checkDeadline(t, lease, before, o.TTL)
+	before = time.Now()
 	if err := lease.Extend(o.waitCtx(t), o.TTL); err != nil {
 		t.Fatalf("Extend: %v", err)
+	}
+	checkDeadline(t, lease, before, o.TTL)
+	if !lease.Valid() {
+		t.Fatalf("extended lease not Valid: %v", context.Cause(lease.Context()))
 	}
 	if err := lease.Extend(o.waitCtx(t), -time.Second); !errors.Is(err, distlock.ErrInvalidOptions) {
 		t.Fatalf("Extend(-1s) = %v, want ErrInvalidOptions", err)
@@ -405,6 +427,7 @@ func ReleaseExpiredKeepsSuccessor(t *testing.T, newLocker NewLocker, opts Option
 	a := mustAcquire(t, o, la, key, &distlock.Options{TTL: o.ShortTTL})
 	o.Expire(t, a)
 	b := mustAcquire(t, o, lb, key, &distlock.Options{TTL: o.TTL})
+	checkEnded(t, a, "after the successor acquired")
 	if b.Token() <= a.Token() {
 		t.Fatalf("successor token %d not above %d", b.Token(), a.Token())
 	}
@@ -443,67 +466,234 @@ func AutoExtend(t *testing.T, newLocker NewLocker, opts Options) {
 	release(t, lease)
 }
 
-// Kleppmann runs the scenario with fencing ("fenced": A's late write is
-// rejected) and without ("unfenced": the negative control, A's late write
-// overwrites B's).
+// checkDeadline fails the test if l has a Deadline later than ttl after
+// before (taken just before the call that acquired or extended l): the
+// lease would outlive the validity the caller asked for.
+func checkDeadline(t *testing.T, l distlock.Lease, before time.Time, ttl time.Duration) {
+	t.Helper()
+	if dl, ok := l.Deadline(); ok && dl.After(before.Add(ttl)) {
+		t.Errorf("Deadline() is %v after the request, beyond its TTL %v", dl.Sub(before), ttl)
+	}
+}
+
+// checkEnded fails the test unless lease l has ended locally: Valid
+// false, and then (Valid marks an expired lease lost at once) its context
+// done with a cause matching ErrLeaseLost. It may run in a goroutine
+// other than the test's (it only reports with Errorf).
+func checkEnded(t *testing.T, l distlock.Lease, when string) {
+	t.Helper()
+	if l.Valid() {
+		dl, ok := l.Deadline()
+		t.Errorf("%s: the previous holder's lease is still Valid (deadline in %v, has deadline %v): its local validity outlives its lock on the server",
+			when, time.Until(dl), ok)
+		return
+	}
+	if l.Context().Err() == nil {
+		t.Errorf("%s: Valid() is false but the lease context is not done", when)
+	} else if c := context.Cause(l.Context()); !errors.Is(c, distlock.ErrLeaseLost) {
+		t.Errorf("%s: the previous holder's context cause is %v, want ErrLeaseLost", when, c)
+	}
+}
+
+// HandoverAfterLocalExpiry: holder A acquires with ShortTTL and stops
+// (it does not extend; Expire applies the backend's fault, if any) while
+// B waits in Acquire. When B's Acquire returns, A must have ended locally
+// (Valid false, Context done, cause ErrLeaseLost): a lease whose local
+// validity outlives the lock on the server lets two holders believe they
+// hold it. A's Deadline must not lie beyond ShortTTL from its Acquire.
+//
+// The check is Valid, not Context().Err(): the context is cancelled by a
+// timer, which fires late on a loaded machine, while Valid reads the
+// clock; Valid marks the lease lost, so the context is then done.
+func HandoverAfterLocalExpiry(t *testing.T, newLocker NewLocker, opts Options) {
+	o := setup(t, opts)
+	if o.NoExpiry {
+		t.Skip("backend cannot expire a paused holder")
+	}
+	la, lb := newLocker(t), newLocker(t)
+	key := Key(t)
+	before := time.Now()
+	a := mustAcquire(t, o, la, key, &distlock.Options{TTL: o.ShortTTL})
+	checkDeadline(t, a, before, o.ShortTTL)
+	type result struct {
+		b   distlock.Lease
+		err error
+	}
+	got := make(chan result, 1)
+	ctx := o.waitCtx(t)
+	go func() {
+		b, err := lb.Acquire(ctx, key, &distlock.Options{TTL: o.TTL})
+		if err == nil { // check A at once, while Expire may still run
+			timerUp := a.Context().Err() != nil
+			checkEnded(t, a, "when the successor's Acquire returned")
+			if !timerUp && a.Context().Err() != nil {
+				t.Logf("A's context was cancelled by Valid, before its timer fired (timer lag)")
+			}
+		}
+		got <- result{b: b, err: err}
+	}()
+	o.Expire(t, a) // runs concurrently with B's wait
+	r := <-got
+	if r.err != nil {
+		t.Fatalf("successor Acquire: %v", r.err)
+	}
+	defer release(t, r.b)
+	if r.b.Token() <= a.Token() {
+		t.Errorf("successor token %d not above %d", r.b.Token(), a.Token())
+	}
+	if err := a.Release(context.Background()); !errors.Is(err, distlock.ErrLeaseLost) {
+		t.Errorf("Release of the expired lease = %v, want ErrLeaseLost", err)
+	}
+}
+
+// Kleppmann runs the scenario with fencing ("fenced") and without
+// ("unfenced", the negative control that shows the lock alone is unsafe).
 func Kleppmann(t *testing.T, newLocker NewLocker, opts Options) {
 	t.Run("fenced", func(t *testing.T) { kleppmann(t, newLocker, opts, true) })
 	t.Run("unfenced", func(t *testing.T) { kleppmann(t, newLocker, opts, false) })
 }
 
-// kleppmann: holder A acquires and is paused (blocked on a channel) past
-// its TTL/session; B acquires and writes; A resumes and writes.
+// kleppmannRounds bounds the rounds of the Kleppmann scenario. A round
+// stops the test early once it showed what it is after (the unfenced run
+// an inversion, the fenced run a rejected late write), which is the first
+// round most of the time: the late writer resumes at a random point
+// within kleppmannJitter after the successor was granted the lock, while
+// the successor writes at once.
+const (
+	kleppmannRounds = 8
+	kleppmannJitter = 40 * time.Millisecond
+)
+
+// write is one write attempt of the Kleppmann scenario.
+type write struct {
+	token fenced.Token
+	who   string
+	err   error
+}
+
+func (w write) value() string { return fmt.Sprintf("%d %s", w.token, w.who) }
+
+// kleppmann: in each round two holders take the lock in turn. A (either
+// Locker, at random) acquires with ShortTTL and may write once while its
+// lease is valid; then it is paused (Expire) until the lock has been
+// handed over, plus a random delay, and writes again, unaware. B waits
+// in Acquire, and writes as soon as it holds the lock. The test does not
+// order A's late write and B's write: both run at once. Each write stores
+// its token; an accepted write whose token is below that of a write
+// accepted before it is an inversion, visible as a final value whose
+// token is below the highest accepted one.
+//
+// Without fencing, at least one round must show an inversion (the lock
+// alone does not protect storage); with fencing, no round may, and at
+// least one late write must have been rejected with fenced.ErrStaleToken
+// (else the scenario never tested anything).
 func kleppmann(t *testing.T, newLocker NewLocker, opts Options, fencing bool) {
 	o := setup(t, opts)
 	if o.NoExpiry {
 		t.Skip("backend cannot expire a paused holder")
 	}
 	store := o.Store(t)
-	la, lb := newLocker(t), newLocker(t)
+	lockers := [2]distlock.Locker{newLocker(t), newLocker(t)}
 	key := Key(t)
-	ctx := o.waitCtx(t)
-
-	a := mustAcquire(t, o, la, key, &distlock.Options{TTL: o.ShortTTL})
-	resume := make(chan struct{})
-	aWrote := make(chan error, 1)
-	go func() { // holder A: about to write when the pause hits
-		<-resume
+	do := func(ctx context.Context, w write) error {
 		if fencing {
-			aWrote <- store.Write(ctx, a.Token(), "A")
-		} else {
-			aWrote <- store.WriteUnfenced(ctx, "A")
+			return store.Write(ctx, w.token, w.value())
 		}
-	}()
-	o.Expire(t, a) // A is paused past its TTL / its session dies
+		return store.WriteUnfenced(ctx, w.value())
+	}
+	var (
+		inversions, rejected int
+		history              []write // every attempt, in completion order
+	)
+	for round := 1; round <= kleppmannRounds; round++ {
+		ctx := o.waitCtx(t)
+		first := rand.IntN(2)
+		la, lb := lockers[first], lockers[1-first]
+		a := mustAcquire(t, o, la, key, &distlock.Options{TTL: o.ShortTTL})
+		var accepted []write
+		if rand.IntN(2) == 0 { // the pause hits after A's first write, or before it
+			w := write{token: a.Token(), who: fmt.Sprintf("A%d-valid", round)}
+			if w.err = do(ctx, w); w.err != nil {
+				t.Fatalf("round %d: A's write while its lease is valid: %v", round, w.err)
+			}
+			accepted, history = append(accepted, w), append(history, w)
+		}
 
-	b := mustAcquire(t, o, lb, key, &distlock.Options{TTL: o.TTL})
-	if b.Token() <= a.Token() {
-		t.Fatalf("B's token %d not above A's %d", b.Token(), a.Token())
-	}
-	if err := store.Write(ctx, b.Token(), "B"); err != nil {
-		t.Fatalf("B's write: %v", err)
-	}
-	close(resume) // A wakes up, unaware, and writes
-	errA := <-aWrote
-	got, err := store.Read(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fencing {
-		if !errors.Is(errA, fenced.ErrStaleToken) {
-			t.Fatalf("A's late write = %v, want fenced.ErrStaleToken", errA)
+		granted := make(chan distlock.Lease, 1)
+		bWrote := make(chan write, 1)
+		go func() { // holder B: waits, then writes as soon as it holds the lock
+			b, err := lb.Acquire(ctx, key, &distlock.Options{TTL: o.TTL})
+			if err != nil {
+				close(granted)
+				bWrote <- write{err: fmt.Errorf("B's Acquire: %w", err)}
+				return
+			}
+			checkEnded(t, a, fmt.Sprintf("round %d: when B's Acquire returned", round))
+			granted <- b
+			w := write{token: b.Token(), who: fmt.Sprintf("B%d", round)}
+			w.err = do(ctx, w)
+			bWrote <- w
+		}()
+
+		o.Expire(t, a) // A is paused past its TTL / its session dies
+		b, ok := <-granted
+		if !ok {
+			t.Fatal((<-bWrote).err)
 		}
-		if got != "B" {
-			t.Fatalf("stored %q after A's rejected write, want B's data", got)
+		if b.Token() <= a.Token() {
+			t.Fatalf("round %d: B's token %d not above A's %d", round, b.Token(), a.Token())
 		}
-	} else {
-		if errA != nil {
-			t.Fatalf("A's unfenced write: %v", errA)
+		// A resumes at a random point while B writes, unaware that it lost
+		// the lock (the pause was longer than its lease).
+		time.Sleep(rand.N(kleppmannJitter))
+		late := write{token: a.Token(), who: fmt.Sprintf("A%d-late", round)}
+		late.err = do(ctx, late)
+		bw := <-bWrote
+
+		history = append(history, late, bw) // completion order between these two is unknown
+		if bw.err != nil {
+			t.Fatalf("round %d: B's write (the current holder): %v", round, bw.err)
 		}
-		if got != "A" {
-			t.Fatalf("negative control: stored %q, want A's late write to have overwritten B's (the lock alone does not protect)", got)
+		accepted = append(accepted, bw)
+		switch {
+		case late.err == nil:
+			accepted = append(accepted, late)
+		case fencing && errors.Is(late.err, fenced.ErrStaleToken):
+			rejected++
+		default:
+			t.Fatalf("round %d: A's late write: %v", round, late.err)
+		}
+		final, err := store.Read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var finalToken fenced.Token
+		if _, err := fmt.Sscanf(final, "%d", &finalToken); err != nil {
+			t.Fatalf("round %d: stored value %q: %v", round, final, err)
+		}
+		var maxToken fenced.Token
+		for _, w := range accepted {
+			maxToken = max(maxToken, w.token)
+		}
+		if finalToken < maxToken {
+			inversions++
+			if fencing {
+				t.Errorf("round %d: stored %q after a write with token %d was accepted: a stale holder's write landed after a newer holder's (history %v)",
+					round, final, maxToken, history)
+			}
+		}
+		_ = a.Release(context.Background()) // lost: ErrLeaseLost, B untouched
+		release(t, b)
+		if t.Failed() || (!fencing && inversions > 0) || (fencing && rejected > 0) {
+			t.Logf("%d round(s): %d inversion(s), %d late write(s) rejected", round, inversions, rejected)
+			break
 		}
 	}
-	_ = a.Release(context.Background()) // lost: ErrLeaseLost, B untouched
-	release(t, b)
+	switch {
+	case fencing && rejected == 0 && !t.Failed():
+		t.Errorf("fenced: no late write reached storage after its successor's in %d rounds: the scenario tested nothing", kleppmannRounds)
+	case !fencing && inversions == 0:
+		t.Errorf("negative control: no stale write landed after a newer holder's in %d rounds; without fencing the lock alone should not protect storage (history %v)",
+			kleppmannRounds, history)
+	}
 }

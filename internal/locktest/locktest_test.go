@@ -2,6 +2,11 @@ package locktest_test
 
 import (
 	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +15,7 @@ import (
 	"github.com/concurkit/concurkit/fenced"
 	"github.com/concurkit/concurkit/internal/lease"
 	"github.com/concurkit/concurkit/internal/locktest"
+	"github.com/concurkit/concurkit/internal/testenv"
 )
 
 // memService is an in-process lock service with TTL expiry, a reference
@@ -26,7 +32,36 @@ type memLock struct {
 	expires time.Time
 }
 
-type memLocker struct{ s *memService }
+// flaw is a deliberate defect of memLocker, to check that the suite
+// catches it.
+type flaw string
+
+const (
+	correct flaw = ""
+	// longValidity: the lease reports a validity of 2×TTL while the
+	// service frees the lock at TTL.
+	longValidity flaw = "validity-2xTTL"
+	// releaseAny: Release deletes the key whoever holds it (a plain DEL
+	// instead of compare-and-delete).
+	releaseAny flaw = "release-deletes-successor"
+	// flatTokens: every acquisition gets the same token.
+	flatTokens flaw = "tokens-not-increasing"
+	// unfencedStore: the locker is right but the store's fenced write
+	// ignores the token (a guard that is not there).
+	unfencedStore flaw = "store-ignores-tokens"
+)
+
+// ignoresTokens is a Store whose fenced write is a plain write.
+type ignoresTokens struct{ locktest.Store }
+
+func (s ignoresTokens) Write(ctx context.Context, _ fenced.Token, value string) error {
+	return s.WriteUnfenced(ctx, value)
+}
+
+type memLocker struct {
+	s    *memService
+	flaw flaw
+}
 
 func (l memLocker) Acquire(ctx context.Context, key string, opts *distlock.Options) (distlock.Lease, error) {
 	if _, err := lease.Resolve(key, opts); err != nil {
@@ -54,10 +89,17 @@ func (l memLocker) TryAcquire(ctx context.Context, key string, opts *distlock.Op
 	}
 	s.next++
 	tok := s.next
+	if l.flaw == flatTokens {
+		tok = 1
+	}
 	s.locks[key] = memLock{token: tok, expires: start.Add(o.TTL)}
 	s.mu.Unlock()
+	validity := o.TTL
+	if l.flaw == longValidity {
+		validity *= 2
+	}
 	return lease.New(lease.Config{
-		Key: key, Token: tok, TTL: o.TTL, Start: start, AutoExtend: o.AutoExtend,
+		Key: key, Token: tok, TTL: validity, Start: start, AutoExtend: o.AutoExtend,
 		Backend: lease.Backend{
 			Extend: func(_ context.Context, ttl time.Duration) error {
 				s.mu.Lock()
@@ -72,7 +114,7 @@ func (l memLocker) TryAcquire(ctx context.Context, key string, opts *distlock.Op
 			Release: func(context.Context) error {
 				s.mu.Lock()
 				defer s.mu.Unlock()
-				if cur, ok := s.locks[key]; ok && cur.token == tok {
+				if cur, ok := s.locks[key]; ok && (cur.token == tok || l.flaw == releaseAny) {
 					delete(s.locks, key)
 					return nil
 				}
@@ -82,7 +124,71 @@ func (l memLocker) TryAcquire(ctx context.Context, key string, opts *distlock.Op
 	})
 }
 
-func TestSuiteOnReferenceLocker(t *testing.T) {
+func runSuite(t *testing.T, f flaw) {
 	s := &memService{locks: map[string]memLock{}}
-	locktest.Run(t, func(t *testing.T) distlock.Locker { return memLocker{s} }, locktest.Options{ShortTTL: 300 * time.Millisecond})
+	opts := locktest.Options{ShortTTL: 300 * time.Millisecond}
+	if f == unfencedStore {
+		opts.Store = func(t *testing.T) locktest.Store {
+			return ignoresTokens{locktest.PostgresStore(t, testenv.Postgres(t))}
+		}
+	}
+	locktest.Run(t, func(t *testing.T) distlock.Locker { return memLocker{s, f} }, opts)
+}
+
+func TestSuiteOnReferenceLocker(t *testing.T) { runSuite(t, correct) }
+
+// flawEnv names the flaw TestSuiteOnFlawedLocker runs the suite with, in
+// the child process started by TestSuiteCatchesFlawedLockers.
+const flawEnv = "LOCKTEST_FLAW"
+
+// TestSuiteOnFlawedLocker is the child process of
+// TestSuiteCatchesFlawedLockers: it runs the suite on a flawed locker and
+// is expected to fail.
+func TestSuiteOnFlawedLocker(t *testing.T) {
+	f := flaw(os.Getenv(flawEnv))
+	if f == correct {
+		t.Skip("runs only as the child process of TestSuiteCatchesFlawedLockers")
+	}
+	runSuite(t, f)
+}
+
+// TestSuiteCatchesFlawedLockers runs the whole suite, in a child process
+// (a failing suite fails its *testing.T), on lockers with one deliberate
+// defect each, and asserts that the named suite test catches it with the
+// expected message: a suite that passes a broken locker proves nothing.
+func TestSuiteCatchesFlawedLockers(t *testing.T) {
+	for _, tc := range []struct {
+		flaw    flaw
+		test    string // suite test that must fail
+		message string // regexp its failure output must match
+	}{
+		{longValidity, "HandoverAfterLocalExpiry", `previous holder's lease is still Valid .* outlives its lock on the server`},
+		{longValidity, "Extend", `Deadline\(\) is .* beyond its TTL`},
+		{longValidity, "Kleppmann", `round 1: when B's Acquire returned: the previous holder's lease is still Valid`},
+		{releaseAny, "ReleaseExpiredKeepsSuccessor", `the successor's lock was deleted`},
+		{flatTokens, "TokensIncrease", `acquisition 1: token 1, previous 1`},
+		{flatTokens, "MutualExclusion", `not above the previous holder's`},
+		{unfencedStore, "Kleppmann/fenced", `a stale holder's write landed after a newer holder's`},
+	} {
+		t.Run(string(tc.flaw)+"/"+tc.test, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, os.Args[0],
+				"-test.run=^TestSuiteOnFlawedLocker$/^"+tc.test+"$", "-test.count=1", "-test.v", "-test.timeout=2m")
+			cmd.Env = append(os.Environ(), flawEnv+"="+string(tc.flaw))
+			out, err := cmd.CombinedOutput()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) {
+				t.Fatalf("the suite on a locker with flaw %q did not fail (err %v):\n%s", tc.flaw, err, out)
+			}
+			failLine := "--- FAIL: TestSuiteOnFlawedLocker/" + tc.test + " "
+			if !strings.Contains(string(out), failLine) {
+				t.Fatalf("suite test %s did not fail on flaw %q:\n%s", tc.test, tc.flaw, out)
+			}
+			if !regexp.MustCompile(tc.message).Match(out) {
+				t.Fatalf("suite test %s failed on flaw %q without a message matching %q:\n%s", tc.test, tc.flaw, tc.message, out)
+			}
+		})
+	}
 }
