@@ -32,6 +32,19 @@
 // LOCK IN SHARE MODE; WaitTimeout is MariaDB's WAIT n in whole seconds
 // rounded up, and on PostgreSQL a lock_timeout set around the statement.
 //
+// # Isolation
+//
+// Both READ COMMITTED and REPEATABLE READ are supported (and tested). A
+// row lock guarantees that no one else changes the row until the
+// transaction ends, but only a read that sees the latest version is safe
+// to write back: PostgreSQL's REPEATABLE READ fails a lock on a row
+// changed after the snapshot (ErrSerialization, retried by InTx), while
+// MariaDB's REPEATABLE READ grants it and keeps serving plain SELECTs from
+// the old snapshot (see LockRowsMySQL). ClaimJobs and ClaimJobsMySQL never
+// hand one job to two workers under either level; under REPEATABLE READ
+// PostgreSQL reports a job claimed after the snapshot as ErrSerialization
+// (retried by InTx), while MariaDB's locking read skips it.
+//
 // # Errors
 //
 // Driver errors are classified by SQLSTATE and server error number and

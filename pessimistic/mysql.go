@@ -206,6 +206,16 @@ const myLockRows = "SELECT %[2]s FROM %[1]s WHERE %[2]s IN (%[3]s) ORDER BY %[2]
 // Empty keys lock nothing and return (nil, nil); more than 65535 keys is
 // ErrInvalidArgument.
 //
+// Under REPEATABLE READ (MariaDB's default) the lock does not refresh the
+// transaction's snapshot: a plain SELECT after LockRowsMySQL reads the
+// snapshot taken at the transaction's first consistent read, so if any
+// plain read ran before the lock, the values read after it may be stale
+// and writing them back loses updates (MariaDB ≥ 11.6 fails the lock with
+// 1020 → ErrSerialization instead). Lock before any other read in the
+// transaction, read the values with a locking read (the Lock's clause on
+// your own SELECT), or use READ COMMITTED. PostgreSQL has no such gap:
+// there, locking a row changed after the snapshot is ErrSerialization.
+//
 // Errors: ErrInvalidArgument (nil tx, bad identifier, invalid lock);
 // ErrLockNotAvailable (NoWait and a row is locked: MariaDB 1205, MySQL
 // 3572); ErrLockTimeout (1205 under Wait or WaitTimeout); ErrDeadlock;
