@@ -244,6 +244,8 @@ func FuzzLockClause(f *testing.F) {
 	f.Add(uint8(0), uint8(0), int64(0))
 	f.Add(uint8(2), uint8(3), int64(time.Second))
 	f.Add(uint8(9), uint8(1), int64(-1))
+	f.Add(uint8(0), uint8(3), int64(math.MaxInt64))
+	f.Add(uint8(0), uint8(3), int64(1))
 	f.Fuzz(func(t *testing.T, s, w uint8, d int64) {
 		l := Lock{Strength: Strength(s), Wait: WaitPolicy(w), Timeout: time.Duration(d)}
 		pg, perr := l.Postgres()
@@ -263,6 +265,19 @@ func FuzzLockClause(f *testing.F) {
 			}
 			if strings.ContainsAny(c, ";'\"`") {
 				t.Fatalf("clause %q", c)
+			}
+		}
+		if l.Wait == WaitTimeout {
+			// Rounded up (never below the timeout, never 0) and clamped to
+			// the server's maximum, never wrapped around.
+			_, after, _ := strings.Cut(my, " WAIT ")
+			n, err := strconv.ParseInt(after, 10, 64)
+			if err != nil || n < 1 || n > myMaxWaitSeconds || time.Duration(n)*time.Second < min(l.Timeout, myMaxWaitSeconds*time.Second) {
+				t.Fatalf("timeout %v: clause %q", l.Timeout, my)
+			}
+			ms, err := strconv.ParseInt(strings.TrimSuffix(pgInterval(l.Timeout), "ms"), 10, 64)
+			if err != nil || ms < 1 || ms > pgMaxMillis || time.Duration(ms)*time.Millisecond < min(l.Timeout, pgMaxMillis*time.Millisecond) {
+				t.Fatalf("timeout %v: lock_timeout %q", l.Timeout, pgInterval(l.Timeout))
 			}
 		}
 	})
