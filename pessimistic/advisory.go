@@ -2,7 +2,9 @@ package pessimistic
 
 import (
 	"context"
+	"fmt"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -25,14 +27,14 @@ const (
 // again in the same transaction succeeds at once.
 //
 // Errors: ErrInvalidArgument (nil tx); ErrLockTimeout when lock_timeout
-// expires, or joined with ctx.Err() when ctx ends during the wait;
-// ErrDeadlock.
+// expires; ErrDeadlock; an error matching ctx.Err() (not ErrLockTimeout)
+// when ctx ends during the wait.
 func AdvisoryXactLock(ctx context.Context, tx DBTX, key int64) error {
 	if handle.IsNil(tx) {
 		return invalid("nil transaction")
 	}
 	if _, err := tx.Exec(ctx, pgAdvisoryXactLock, key); err != nil {
-		return mapError(ctx, err, Wait, false, true)
+		return mapError(ctx, err, Wait, false)
 	}
 	return nil
 }
@@ -47,7 +49,7 @@ func TryAdvisoryXactLock(ctx context.Context, tx DBTX, key int64) error {
 	}
 	var ok bool
 	if err := tx.QueryRow(ctx, pgTryAdvisoryXactLock, key).Scan(&ok); err != nil {
-		return mapError(ctx, err, NoWait, false, false)
+		return mapError(ctx, err, NoWait, false)
 	}
 	if !ok {
 		return ErrLockNotAvailable
@@ -68,24 +70,58 @@ type SessionLock struct {
 // Key returns the advisory lock key.
 func (l *SessionLock) Key() int64 { return l.key }
 
+// releaseTimeout bounds SessionLock.Release's unlock; closeTimeout bounds
+// closing the connection when the unlock could not be confirmed.
+const (
+	releaseTimeout = 5 * time.Second
+	closeTimeout   = time.Second
+)
+
 // Release unlocks the advisory lock (pg_advisory_unlock) on the connection
 // that took it. Only the first call does anything; later calls return the
-// first call's result. It returns ErrNotHeld if the server says the session
-// did not hold the lock, or the driver error (then the lock is released when
-// the connection closes). Use a context that is not cancelled, e.g.
-// context.WithoutCancel(ctx), when releasing after a cancellation.
+// first call's result.
+//
+// The unlock is sent even when ctx is already cancelled (on
+// context.WithoutCancel(ctx)): a skipped unlock would leave the lock held
+// by a session that may go back to a pool, where the next borrower would
+// silently hold it too (advisory locks are re-entrant per session). The
+// unlock is bounded by ctx's deadline when ctx is still live, and by 5 s in
+// any case. If the server does not confirm the unlock (an error, a
+// timeout, a broken connection, a failed transaction open on the
+// connection), Release closes the connection, which ends the session and
+// frees every lock it held, and returns an error wrapping the cause: the
+// connection is then unusable (a pgxpool connection is destroyed when it
+// is released back to the pool). It returns nil once the unlock is
+// confirmed, ErrNotHeld if the server says the session did not hold the
+// lock (the connection stays open), and ErrInvalidArgument for a nil or
+// zero SessionLock.
 func (l *SessionLock) Release(ctx context.Context) error {
-	l.once.Do(func() {
-		var ok bool
-		if err := l.conn.QueryRow(ctx, pgAdvisoryUnlock, l.key).Scan(&ok); err != nil {
-			l.err = err
-			return
-		}
-		if !ok {
-			l.err = ErrNotHeld
-		}
-	})
+	if l == nil || l.conn == nil {
+		return invalid("Release of a nil or zero SessionLock")
+	}
+	l.once.Do(func() { l.err = l.release(ctx) })
 	return l.err
+}
+
+func (l *SessionLock) release(ctx context.Context) error {
+	uctx := ctx
+	if ctx.Err() != nil {
+		uctx = context.WithoutCancel(ctx)
+	}
+	uctx, cancel := context.WithTimeout(uctx, releaseTimeout)
+	defer cancel()
+	var ok bool
+	err := l.conn.QueryRow(uctx, pgAdvisoryUnlock, l.key).Scan(&ok)
+	if err == nil {
+		if !ok {
+			return ErrNotHeld
+		}
+		return nil
+	}
+	cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+	defer ccancel()
+	_ = l.conn.Close(cctx) // always closes the socket, whatever it returns
+	return fmt.Errorf("pessimistic: advisory unlock not confirmed, connection closed (which frees the lock): %w", err)
 }
 
 // AdvisoryLock takes the exclusive session-level advisory lock key on conn
@@ -97,15 +133,15 @@ func (l *SessionLock) Release(ctx context.Context) error {
 // session can take it again, and must release it as many times.
 //
 // Errors: ErrInvalidArgument (nil conn); ErrLockTimeout when lock_timeout
-// expires, or joined with ctx.Err() when ctx ends during the wait (pgx then
-// closes the connection, which frees anything the session held);
-// ErrDeadlock.
+// expires; ErrDeadlock; an error matching ctx.Err() (not ErrLockTimeout)
+// when ctx ends during the wait (pgx then closes the connection, which
+// frees anything the session held).
 func AdvisoryLock(ctx context.Context, conn *pgx.Conn, key int64) (*SessionLock, error) {
 	if conn == nil {
 		return nil, invalid("nil connection")
 	}
 	if _, err := conn.Exec(ctx, pgAdvisoryLock, key); err != nil {
-		return nil, mapError(ctx, err, Wait, false, true)
+		return nil, mapError(ctx, err, Wait, false)
 	}
 	return &SessionLock{conn: conn, key: key}, nil
 }
@@ -121,7 +157,7 @@ func TryAdvisoryLock(ctx context.Context, conn *pgx.Conn, key int64) (*SessionLo
 	}
 	var ok bool
 	if err := conn.QueryRow(ctx, pgTryAdvisoryLock, key).Scan(&ok); err != nil {
-		return nil, mapError(ctx, err, NoWait, false, false)
+		return nil, mapError(ctx, err, NoWait, false)
 	}
 	if !ok {
 		return nil, ErrLockNotAvailable

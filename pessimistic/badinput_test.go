@@ -65,6 +65,11 @@ func TestBadInput(t *testing.T) {
 		{"InTxMySQL negative LockTimeout", func() error {
 			return pessimistic.InTxMySQL(ctx, db, &pessimistic.Options{LockTimeout: -1}, nopSQL)
 		}},
+		{"InTxMySQL LockTimeout on a handle without its own connections", func() error {
+			// Only BeginTx: no connection whose session setting could be restored.
+			wrapped := struct{ pessimistic.SQLBeginner }{db}
+			return pessimistic.InTxMySQL(ctx, wrapped, &pessimistic.Options{LockTimeout: time.Second}, nopSQL)
+		}},
 		{"InTxMySQL negative MaxDelay", func() error {
 			return pessimistic.InTxMySQL(ctx, db, &pessimistic.Options{Retry: retry.Policy{MaxDelay: -1}}, nopSQL)
 		}},

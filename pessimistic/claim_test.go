@@ -3,6 +3,7 @@ package pessimistic_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -243,6 +244,69 @@ func TestClaimJobsDisjoint(t *testing.T) {
 		}
 		if err := tx2.Commit(); err != nil {
 			t.Fatal(err)
+		}
+	})
+}
+
+// TestClaimJobsRepeatableRead: a worker whose REPEATABLE READ snapshot
+// predates another worker's committed claim never claims those jobs again:
+// PostgreSQL fails with ErrSerialization (InTx retries it), MariaDB's
+// locking read sees the current state and takes the remaining jobs.
+func TestClaimJobsRepeatableRead(t *testing.T) {
+	rr := &sql.TxOptions{Isolation: sql.LevelRepeatableRead}
+	t.Run("Postgres", func(t *testing.T) {
+		pool := pgPool(t, 4)
+		ctx := t.Context()
+		if _, err := pool.Exec(ctx, "INSERT INTO jobs (payload) SELECT 'p' FROM generate_series(1, 5)"); err != nil {
+			t.Fatal(err)
+		}
+		a, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer a.Rollback(context.WithoutCancel(ctx))
+		if _, err := a.Exec(ctx, "SELECT count(*) FROM jobs"); err != nil { // a's snapshot
+			t.Fatal(err)
+		}
+		err = pessimistic.InTx(ctx, pool, nil, func(ctx context.Context, tx pgx.Tx) error {
+			_, err := pessimistic.ClaimJobs(ctx, tx, "jobs", 3, nil)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := pessimistic.ClaimJobs(ctx, a, "jobs", 3, nil)
+		if !errors.Is(err, pessimistic.ErrSerialization) {
+			t.Fatalf("claim on a stale snapshot = %v, %v; want ErrSerialization", got, err)
+		}
+	})
+	t.Run("MariaDB", func(t *testing.T) {
+		db := myDB(t, 4)
+		ctx := t.Context()
+		if _, err := db.ExecContext(ctx, "INSERT INTO jobs (payload) VALUES ('p'), ('p'), ('p'), ('p'), ('p')"); err != nil {
+			t.Fatal(err)
+		}
+		a, err := db.BeginTx(ctx, rr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer a.Rollback()
+		if _, err := a.ExecContext(ctx, "SELECT COUNT(*) FROM jobs"); err != nil { // a's snapshot
+			t.Fatal(err)
+		}
+		err = pessimistic.InTxMySQL(ctx, db, &pessimistic.Options{Isolation: sql.LevelRepeatableRead}, func(ctx context.Context, tx *sql.Tx) error {
+			_, err := pessimistic.ClaimJobsMySQL(ctx, tx, "jobs", 3, nil)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := pessimistic.ClaimJobsMySQL(ctx, a, "jobs", 3, nil)
+		if err != nil && !errors.Is(err, pessimistic.ErrSerialization) { // 1020 on MariaDB >= 11.6
+			t.Fatal(err)
+		}
+		if err == nil && (len(got) != 2 || got[0].ID != 4 || got[1].ID != 5) {
+			t.Fatalf("claim on a stale snapshot = %v, want jobs 4 and 5", got)
 		}
 	})
 }

@@ -33,13 +33,12 @@ var (
 	// unless Options.RetryLockNotAvailable is set.
 	ErrLockNotAvailable error = lockError("pessimistic: lock not available")
 
-	// ErrLockTimeout: the lock was not granted within the allowed wait: a
-	// lock timeout (PostgreSQL lock_timeout → 55P03, MySQL/MariaDB
-	// innodb_lock_wait_timeout or WAIT n → 1205), or the caller's context
-	// ended while a helper of this package was waiting for a lock. In the
-	// context case the error is errors.Join(ErrLockTimeout, ctx.Err(), …) so
-	// that context.Canceled / context.DeadlineExceeded match as well. Not
-	// retried by default.
+	// ErrLockTimeout: the server ended the lock wait at its lock timeout
+	// (PostgreSQL lock_timeout → 55P03, MySQL/MariaDB
+	// innodb_lock_wait_timeout or WAIT n → 1205). A wait ended by the
+	// caller's context is not a lock timeout: that error matches
+	// context.Canceled or context.DeadlineExceeded instead. Not retried by
+	// default.
 	ErrLockTimeout error = lockError("pessimistic: lock wait timed out")
 
 	// ErrDeadlock: the transaction was chosen as a deadlock victim and rolled
@@ -47,7 +46,8 @@ var (
 	ErrDeadlock error = retryableError("pessimistic: deadlock victim")
 
 	// ErrSerialization: a serialization failure under REPEATABLE READ or
-	// SERIALIZABLE (PostgreSQL 40001). Retryable.
+	// SERIALIZABLE (PostgreSQL 40001; MariaDB ≥ 11.6 1020, "Record has
+	// changed since last read", under REPEATABLE READ). Retryable.
 	ErrSerialization error = retryableError("pessimistic: serialization failure")
 
 	// ErrInvalidArgument is wrapped by every error about bad input: an empty
@@ -90,29 +90,39 @@ func mapped(err error) bool {
 
 func wrap(sentinel, err error) error { return fmt.Errorf("%w: %w", sentinel, err) }
 
+// mariaDBRecordChanged is MariaDB's ER_CHECKREAD, "Record has changed since
+// last read": from MariaDB 11.6 (innodb_snapshot_isolation=ON, the
+// default) a REPEATABLE READ transaction that writes or locks a row
+// changed after its snapshot gets it and must run again, as PostgreSQL's
+// 40001. Checked here as well as in internal/sqlerr so that the mapping
+// does not depend on how that package classifies it.
+const mariaDBRecordChanged = 1020
+
 // mapError maps a driver error to the package's sentinels.
 //
 // wait is the wait policy of the statement that failed, or unknownWait (a
 // statement the caller ran inside InTx); for unknownWait, lockTimeout tells
-// whether InTx set a PostgreSQL lock_timeout. lockWait marks errors of statements
-// that wait for a lock: if such a statement fails because ctx ended, the
-// error is ErrLockTimeout joined with ctx.Err().
-func mapError(ctx context.Context, err error, wait WaitPolicy, lockTimeout, lockWait bool) error {
+// whether InTx set a PostgreSQL lock_timeout.
+//
+// An error caused by the caller's context ending (ctx is done and the
+// driver reports a cancelled or broken statement) is cancellation, not a
+// lock timeout, whatever the statement was waiting for: it is returned
+// matching ctx.Err() (joined with it when the driver error does not
+// already match it), and never ErrLockTimeout, which is kept for the
+// server's own timeouts.
+func mapError(ctx context.Context, err error, wait WaitPolicy, lockTimeout bool) error {
 	if err == nil || mapped(err) {
 		return err
 	}
+	if sqlerr.MySQLNumber(err) == mariaDBRecordChanged {
+		return wrap(ErrSerialization, err)
+	}
 	class := sqlerr.Classify(err)
 	if cerr := ctx.Err(); cerr != nil && (class == sqlerr.Unknown || class == sqlerr.QueryCanceled) {
-		if !lockWait {
-			if errors.Is(err, cerr) {
-				return err
-			}
-			return errors.Join(err, cerr)
-		}
 		if errors.Is(err, cerr) {
-			return errors.Join(ErrLockTimeout, err)
+			return err
 		}
-		return errors.Join(ErrLockTimeout, cerr, err)
+		return errors.Join(cerr, err)
 	}
 	switch class {
 	case sqlerr.Deadlock:

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"log"
 	"math/rand/v2"
 	"time"
 
@@ -20,11 +19,14 @@ import (
 // CONCURKIT_POSTGRES_URL / CONCURKIT_MYSQL_DSN overrides) and work on
 // temporary tables, which belong to their connection only.
 
-func examplePG() *pgx.Conn {
+// examplePG connects and creates the example tables. The examples print
+// its error and return rather than log.Fatal, which would end the whole
+// test binary when a server is missing.
+func examplePG() (*pgx.Conn, error) {
 	url := envOr("CONCURKIT_POSTGRES_URL", "postgres://postgres@127.0.0.1:15432/postgres?sslmode=disable")
 	conn, err := pgx.Connect(context.Background(), url)
 	if err != nil {
-		log.Fatal(err)
+		return nil, err
 	}
 	_, err = conn.Exec(context.Background(), `
 CREATE TEMP TABLE inventory (id bigint PRIMARY KEY, sku text NOT NULL, stock integer NOT NULL);
@@ -32,36 +34,48 @@ CREATE TEMP TABLE jobs (id bigserial PRIMARY KEY, payload text NOT NULL, state t
 INSERT INTO inventory VALUES (1, 'lamp', 1), (2, 'desk', 5), (3, 'chair', 0);
 INSERT INTO jobs (payload) VALUES ('email alice'), ('email bob'), ('email carol');`)
 	if err != nil {
-		log.Fatal(err)
+		conn.Close(context.Background())
+		return nil, err
 	}
-	return conn
+	return conn, nil
 }
 
 // exampleMySQL creates a throwaway database and returns a handle on it, one
 // connection of that handle holding the temporary tables, and a cleanup.
-func exampleMySQL() (*sql.DB, *sql.Conn, func()) {
+func exampleMySQL() (db *sql.DB, conn *sql.Conn, cleanup func(), err error) {
 	ctx := context.Background()
 	cfg, err := mysql.ParseDSN(envOr("CONCURKIT_MYSQL_DSN", "root@tcp(127.0.0.1:13306)/"))
 	if err != nil {
-		log.Fatal(err)
+		return nil, nil, nil, err
 	}
 	cfg.MultiStatements = true
 	admin, err := sql.Open("mysql", cfg.FormatDSN())
 	if err != nil {
-		log.Fatal(err)
+		return nil, nil, nil, err
 	}
 	name := fmt.Sprintf("ck_example_%x", rand.Uint64())
 	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
-		log.Fatal(err)
+		admin.Close()
+		return nil, nil, nil, err
+	}
+	cleanup = func() {
+		if conn != nil {
+			conn.Close()
+		}
+		if db != nil {
+			db.Close()
+		}
+		_, _ = admin.ExecContext(ctx, "DROP DATABASE "+name)
+		admin.Close()
 	}
 	cfg.DBName = name
-	db, err := sql.Open("mysql", cfg.FormatDSN())
-	if err != nil {
-		log.Fatal(err)
+	if db, err = sql.Open("mysql", cfg.FormatDSN()); err != nil {
+		cleanup()
+		return nil, nil, nil, err
 	}
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		log.Fatal(err)
+	if conn, err = db.Conn(ctx); err != nil {
+		cleanup()
+		return nil, nil, nil, err
 	}
 	_, err = conn.ExecContext(ctx, `
 CREATE TEMPORARY TABLE inventory (id BIGINT PRIMARY KEY, sku VARCHAR(64) NOT NULL, stock INT NOT NULL) ENGINE=InnoDB;
@@ -69,14 +83,10 @@ CREATE TEMPORARY TABLE jobs (id BIGINT AUTO_INCREMENT PRIMARY KEY, payload TEXT 
 INSERT INTO inventory VALUES (1, 'lamp', 1), (2, 'desk', 5), (3, 'chair', 0);
 INSERT INTO jobs (payload) VALUES ('email alice'), ('email bob'), ('email carol');`)
 	if err != nil {
-		log.Fatal(err)
+		cleanup()
+		return nil, nil, nil, err
 	}
-	return db, conn, func() {
-		conn.Close()
-		db.Close()
-		_, _ = admin.ExecContext(ctx, "DROP DATABASE "+name)
-		admin.Close()
-	}
+	return db, conn, cleanup, nil
 }
 
 var errSoldOutExample = errors.New("sold out")
@@ -85,7 +95,11 @@ var errSoldOutExample = errors.New("sold out")
 // the second buyer sees the stock at 0.
 func ExampleInTx() {
 	ctx := context.Background()
-	conn := examplePG()
+	conn, err := examplePG()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	defer conn.Close(ctx)
 
 	buy := func(ctx context.Context, tx pgx.Tx) error {
@@ -111,13 +125,17 @@ func ExampleInTx() {
 // run again instead of queueing; a 2 s lock timeout bounds plain waits.
 func ExampleInTxMySQL() {
 	ctx := context.Background()
-	_, conn, cleanup := exampleMySQL()
+	_, conn, cleanup, err := exampleMySQL()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	defer cleanup()
 
 	lock := pessimistic.Lock{Wait: pessimistic.NoWait}
 	clause, _ := lock.MySQL()
 	opts := &pessimistic.Options{RetryLockNotAvailable: true, LockTimeout: 2 * time.Second}
-	err := pessimistic.InTxMySQL(ctx, conn, opts, func(ctx context.Context, tx *sql.Tx) error {
+	err = pessimistic.InTxMySQL(ctx, conn, opts, func(ctx context.Context, tx *sql.Tx) error {
 		var stock int
 		err := tx.QueryRowContext(ctx, "SELECT stock FROM inventory WHERE id = ?"+clause, 2).Scan(&stock)
 		if err != nil {
@@ -136,7 +154,11 @@ func ExampleInTxMySQL() {
 // Lock a set of rows in key order; missing keys are simply absent.
 func ExampleLockRows() {
 	ctx := context.Background()
-	conn := examplePG()
+	conn, err := examplePG()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	defer conn.Close(ctx)
 
 	_ = pessimistic.InTx(ctx, conn, nil, func(ctx context.Context, tx pgx.Tx) error {
@@ -152,24 +174,32 @@ func ExampleLockRows() {
 // LOCKED leaves it out.
 func ExampleLockRowsMySQL() {
 	ctx := context.Background()
-	db, conn, cleanup := exampleMySQL()
+	db, conn, cleanup, err := exampleMySQL()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	defer cleanup()
 	// A second session on a real table (temporary tables are per session).
 	if _, err := conn.ExecContext(ctx, "CREATE TABLE example_rows (id BIGINT PRIMARY KEY) ENGINE=InnoDB; INSERT INTO example_rows VALUES (1), (2)"); err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
+		return
 	}
 	holder, err := db.BeginTx(ctx, nil)
 	if err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
+		return
 	}
 	defer holder.Rollback()
 	if _, err := pessimistic.LockRowsMySQL(ctx, holder, "example_rows", "id", []int64{1}, pessimistic.Lock{}); err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
+		return
 	}
 
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
+		return
 	}
 	defer tx.Rollback()
 	_, err = pessimistic.LockRowsMySQL(ctx, tx, "example_rows", "id", []int64{1, 2}, pessimistic.Lock{Wait: pessimistic.NoWait})
@@ -229,22 +259,33 @@ func ExampleLock_Validate() {
 // Lock that built the clause.
 func ExampleLock_MapError() {
 	ctx := context.Background()
-	holder := examplePG()
+	holder, err := examplePG()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	defer holder.Close(ctx)
-	other := examplePG()
+	other, err := examplePG()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	defer other.Close(ctx)
 	table := fmt.Sprintf("example_%x", rand.Uint64())
 	if _, err := holder.Exec(ctx, "CREATE TABLE "+table+" (id bigint PRIMARY KEY); INSERT INTO "+table+" VALUES (1)"); err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
+		return
 	}
 	defer holder.Exec(ctx, "DROP TABLE "+table)
 
 	tx, err := holder.Begin(ctx)
 	if err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
+		return
 	}
 	if _, err := pessimistic.LockRows(ctx, tx, table, "id", []int{1}, pessimistic.Lock{}); err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
+		return
 	}
 	defer tx.Rollback(ctx)
 
@@ -264,7 +305,11 @@ func ExampleLock_MapError() {
 // transaction commits, and other workers skip them meanwhile.
 func ExampleClaimJobs() {
 	ctx := context.Background()
-	conn := examplePG()
+	conn, err := examplePG()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	defer conn.Close(ctx)
 
 	_ = pessimistic.InTx(ctx, conn, nil, func(ctx context.Context, tx pgx.Tx) error {
@@ -285,7 +330,11 @@ func ExampleClaimJobs() {
 
 func ExampleClaimJobsMySQL() {
 	ctx := context.Background()
-	_, conn, cleanup := exampleMySQL()
+	_, conn, cleanup, err := exampleMySQL()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	defer cleanup()
 
 	for range 3 { // the last round finds nothing to claim
@@ -313,11 +362,15 @@ func ExampleAdvisoryKey() {
 // away with the transaction.
 func ExampleAdvisoryXactLock() {
 	ctx := context.Background()
-	conn := examplePG()
+	conn, err := examplePG()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	defer conn.Close(ctx)
 	key := pessimistic.AdvisoryKey(fmt.Sprintf("report/%x", rand.Uint64()))
 
-	err := pessimistic.InTx(ctx, conn, nil, func(ctx context.Context, tx pgx.Tx) error {
+	err = pessimistic.InTx(ctx, conn, nil, func(ctx context.Context, tx pgx.Tx) error {
 		if err := pessimistic.AdvisoryXactLock(ctx, tx, key); err != nil {
 			return err
 		}
@@ -332,9 +385,17 @@ func ExampleAdvisoryXactLock() {
 
 func ExampleTryAdvisoryXactLock() {
 	ctx := context.Background()
-	a := examplePG()
+	a, err := examplePG()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	defer a.Close(ctx)
-	b := examplePG()
+	b, err := examplePG()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	defer b.Close(ctx)
 	key := pessimistic.AdvisoryKey(fmt.Sprintf("report/%x", rand.Uint64()))
 
@@ -354,13 +415,18 @@ func ExampleTryAdvisoryXactLock() {
 // A session lock on one dedicated connection, released by its handle.
 func ExampleAdvisoryLock() {
 	ctx := context.Background()
-	conn := examplePG()
+	conn, err := examplePG()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	defer conn.Close(ctx)
 	key := pessimistic.AdvisoryKey(fmt.Sprintf("migrations/%x", rand.Uint64()))
 
 	l, err := pessimistic.AdvisoryLock(ctx, conn, key)
 	if err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
+		return
 	}
 	fmt.Println("held:", l.Key() == key)
 	fmt.Println("released:", l.Release(ctx))
@@ -371,9 +437,17 @@ func ExampleAdvisoryLock() {
 
 func ExampleTryAdvisoryLock() {
 	ctx := context.Background()
-	a := examplePG()
+	a, err := examplePG()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	defer a.Close(ctx)
-	b := examplePG()
+	b, err := examplePG()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	defer b.Close(ctx)
 	key := pessimistic.AdvisoryKey(fmt.Sprintf("leader/%x", rand.Uint64()))
 
@@ -393,11 +467,16 @@ func ExampleTryAdvisoryLock() {
 
 func ExampleSessionLock_Release() {
 	ctx := context.Background()
-	conn := examplePG()
+	conn, err := examplePG()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	defer conn.Close(ctx)
 	l, err := pessimistic.TryAdvisoryLock(ctx, conn, pessimistic.AdvisoryKey(fmt.Sprintf("x/%x", rand.Uint64())))
 	if err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
+		return
 	}
 	fmt.Println(l.Release(ctx))
 	fmt.Println(l.Release(ctx)) // later calls repeat the first result

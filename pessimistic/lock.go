@@ -2,6 +2,7 @@ package pessimistic
 
 import (
 	"context"
+	"math"
 	"strconv"
 	"time"
 
@@ -55,10 +56,13 @@ const (
 	SkipLocked
 	// WaitTimeout waits at most Lock.Timeout, then fails with
 	// ErrLockTimeout. MariaDB: the clause WAIT n, n = Timeout rounded up to
-	// whole seconds (MariaDB truncates fractions, and WAIT 0 is NOWAIT).
-	// PostgreSQL has no per-statement form: LockRows sets lock_timeout
-	// (SET LOCAL semantics) around its statement and restores it afterwards;
-	// Lock.Postgres returns the clause without a wait part.
+	// whole seconds (MariaDB truncates fractions, and WAIT 0 is NOWAIT),
+	// at most 31536000 (365 days, the server's maximum). PostgreSQL has no
+	// per-statement form: LockRows sets lock_timeout (SET LOCAL semantics)
+	// around its statement, in milliseconds rounded up and at most
+	// 2147483647 ms (about 24.8 days, the server's maximum), and restores
+	// it afterwards; Lock.Postgres returns the clause without a wait part.
+	// A Timeout above the server's maximum is clamped to it.
 	WaitTimeout
 )
 
@@ -86,7 +90,10 @@ type Lock struct {
 	Strength Strength
 	Wait     WaitPolicy
 	// Timeout is the longest wait under WaitTimeout and must be positive
-	// there; it must be zero under every other policy.
+	// there; it must be zero under every other policy. It is rounded up to
+	// the server's unit (never down to 0, which servers read as "no
+	// timeout" or NOWAIT) and clamped to the server's maximum; see
+	// WaitTimeout.
 	Timeout time.Duration
 }
 
@@ -131,9 +138,9 @@ func (l Lock) Postgres() (string, error) {
 // MySQL returns the MariaDB/MySQL locking clause with a leading space, e.g.
 // " FOR UPDATE WAIT 2" or " LOCK IN SHARE MODE NOWAIT". ForNoKeyUpdate
 // becomes FOR UPDATE; ForShare becomes LOCK IN SHARE MODE; WaitTimeout
-// becomes WAIT n with n the Timeout rounded up to whole seconds (WAIT n is
-// MariaDB syntax; MySQL 8 rejects it). It returns an error wrapping
-// ErrInvalidArgument when Validate fails.
+// becomes WAIT n with n the Timeout rounded up to whole seconds, at least 1
+// and at most 31536000 (WAIT n is MariaDB syntax; MySQL 8 rejects it). It
+// returns an error wrapping ErrInvalidArgument when Validate fails.
 func (l Lock) MySQL() (string, error) {
 	if err := l.Validate(); err != nil {
 		return "", err
@@ -158,30 +165,56 @@ func (l Lock) MySQL() (string, error) {
 // 55P03, MySQL 3572, MariaDB 1205) becomes ErrLockNotAvailable; under Wait
 // or WaitTimeout a lock timeout (PostgreSQL 55P03 under lock_timeout,
 // MySQL/MariaDB 1205) becomes ErrLockTimeout; deadlocks become ErrDeadlock
-// and serialization failures ErrSerialization. If ctx has ended and err is
-// not one of those, the result is errors.Join(ErrLockTimeout, ctx.Err(), err).
-// The driver error stays in the chain. Other errors (and nil) are returned
-// unchanged.
+// and serialization failures ErrSerialization (PostgreSQL 40001, MariaDB
+// 1020). If ctx has ended and err is not one of those, the wait was ended
+// by the caller, not by the server: the result matches ctx.Err()
+// (errors.Join(ctx.Err(), err) unless err already matches it) and not
+// ErrLockTimeout. The driver error stays in the chain. Other errors (and
+// nil) are returned unchanged.
 func (l Lock) MapError(ctx context.Context, err error) error {
-	return mapError(ctx, err, l.Wait, false, true)
+	return mapError(ctx, err, l.Wait, false)
 }
 
-// ceilSeconds rounds d up to whole seconds, at least 1.
-func ceilSeconds(d time.Duration) int64 {
-	s := int64((d + time.Second - 1) / time.Second)
-	if s < 1 {
-		s = 1
+// Server limits of the lock-wait settings this package writes. A duration
+// converts to a server value by rounding up to the server's unit (so a
+// positive duration never becomes 0, which means "no timeout" to
+// PostgreSQL's lock_timeout and NOWAIT to MariaDB's WAIT) and saturating at
+// the server's maximum (a longer wait than the server can express is
+// clamped: the wait may end earlier than asked, with ErrLockTimeout, never
+// later). Negative durations are rejected before any conversion.
+const (
+	// pgMaxMillis is the maximum of PostgreSQL's lock_timeout (and
+	// idle_session_timeout): INT_MAX milliseconds, about 24.8 days.
+	pgMaxMillis = math.MaxInt32
+	// myMaxWaitSeconds is the largest MariaDB WAIT n: n sets the
+	// statement's lock_wait_timeout, whose maximum is 31536000 s (365
+	// days); larger values are truncated by the server with a warning.
+	myMaxWaitSeconds = 31536000
+	// myMaxLockWaitTimeout is the maximum of innodb_lock_wait_timeout on
+	// MariaDB 10.11 (100000000 s, about 3.2 years); MySQL 8 allows
+	// 1073741824, so this value is valid on both.
+	myMaxLockWaitTimeout = 100000000
+)
+
+// ceilUnits returns d in units of unit, rounded up, at least 1 and at
+// most limit. d must be positive; it never overflows (d + unit - 1 would,
+// for d near math.MaxInt64).
+func ceilUnits(d, unit time.Duration, limit int64) int64 {
+	n := int64(d / unit)
+	if d%unit != 0 {
+		n++
 	}
-	return s
+	return min(max(n, 1), limit)
 }
 
-// pgInterval formats d for lock_timeout: milliseconds, rounded up, at least 1.
+// ceilSeconds rounds d up to whole seconds for MariaDB's WAIT n: at least
+// 1 (WAIT 0 is NOWAIT), at most myMaxWaitSeconds.
+func ceilSeconds(d time.Duration) int64 { return ceilUnits(d, time.Second, myMaxWaitSeconds) }
+
+// pgInterval formats d for lock_timeout: milliseconds, rounded up, at least
+// 1 (0 disables the timeout), at most pgMaxMillis.
 func pgInterval(d time.Duration) string {
-	ms := int64((d + time.Millisecond - 1) / time.Millisecond)
-	if ms < 1 {
-		ms = 1
-	}
-	return strconv.FormatInt(ms, 10) + "ms"
+	return strconv.FormatInt(ceilUnits(d, time.Millisecond, pgMaxMillis), 10) + "ms"
 }
 
 // rowsTarget validates what LockRows and LockRowsMySQL share: the

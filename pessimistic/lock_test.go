@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -64,6 +66,8 @@ func TestMapError(t *testing.T) {
 		{"mysql innodb timeout", my(1205), Wait, ErrLockTimeout},
 		{"mysql 8 nowait", my(3572), NoWait, ErrLockNotAvailable},
 		{"mysql deadlock", my(1213), SkipLocked, ErrDeadlock},
+		{"mariadb 11.6 record changed", my(1020), Wait, ErrSerialization},
+		{"mariadb 11.6 record changed, nowait", my(1020), NoWait, ErrSerialization},
 		{"unique violation", pg("23505"), Wait, nil},
 		{"other", other, Wait, nil},
 	}
@@ -83,28 +87,103 @@ func TestMapError(t *testing.T) {
 		}
 	}
 	// Retryability follows the sentinel.
-	if !retry.IsRetryable(mapError(context.Background(), pg("40P01"), Wait, false, false)) ||
+	if !retry.IsRetryable(mapError(context.Background(), pg("40P01"), Wait, false)) ||
 		!retry.IsRetryable(ErrSerialization) || retry.IsRetryable(ErrLockNotAvailable) || retry.IsRetryable(ErrLockTimeout) {
 		t.Error("retryability of the sentinels is wrong")
 	}
 	// Unknown policy (a statement run by the caller inside InTx).
-	if err := mapError(context.Background(), pg("55P03"), unknownWait, false, false); !errors.Is(err, ErrLockNotAvailable) {
+	if err := mapError(context.Background(), pg("55P03"), unknownWait, false); !errors.Is(err, ErrLockNotAvailable) {
 		t.Errorf("55P03 without lock_timeout: %v", err)
 	}
-	if err := mapError(context.Background(), pg("55P03"), unknownWait, true, false); !errors.Is(err, ErrLockTimeout) {
+	if err := mapError(context.Background(), pg("55P03"), unknownWait, true); !errors.Is(err, ErrLockTimeout) {
 		t.Errorf("55P03 with lock_timeout: %v", err)
 	}
 	// Cancelled context.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := (Lock{}).MapError(ctx, io.ErrUnexpectedEOF); !errors.Is(err, ErrLockTimeout) || !errors.Is(err, context.Canceled) || !errors.Is(err, io.ErrUnexpectedEOF) {
+	// A wait ended by the caller's context is cancellation, not the
+	// server's lock timeout.
+	if err := (Lock{}).MapError(ctx, io.ErrUnexpectedEOF); errors.Is(err, ErrLockTimeout) || !errors.Is(err, context.Canceled) || !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Errorf("cancelled lock wait: %v", err)
 	}
-	if err := mapError(ctx, io.ErrUnexpectedEOF, unknownWait, false, false); errors.Is(err, ErrLockTimeout) || !errors.Is(err, context.Canceled) {
+	if err := (Lock{Wait: WaitTimeout, Timeout: time.Second}).MapError(ctx, pg("57014")); errors.Is(err, ErrLockTimeout) || !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled lock wait (57014): %v", err)
+	}
+	dctx, dcancel := context.WithDeadline(context.Background(), time.Now())
+	defer dcancel()
+	<-dctx.Done()
+	if err := (Lock{}).MapError(dctx, my(1317)); errors.Is(err, ErrLockTimeout) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("lock wait past the caller's deadline: %v", err)
+	}
+	// The server's own timeout stays ErrLockTimeout even if ctx ended too.
+	if err := (Lock{}).MapError(dctx, my(1205)); !errors.Is(err, ErrLockTimeout) {
+		t.Errorf("server lock timeout with an ended ctx: %v", err)
+	}
+	if err := mapError(ctx, io.ErrUnexpectedEOF, unknownWait, false); errors.Is(err, ErrLockTimeout) || !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled non-lock statement: %v", err)
 	}
 	if err := (Lock{}).MapError(ctx, pg("40P01")); !errors.Is(err, ErrDeadlock) {
 		t.Errorf("deadlock while cancelled: %v", err)
+	}
+}
+
+// TestMariaDBRecordChanged: MariaDB ≥ 11.6 reports a REPEATABLE READ
+// write conflict as error 1020; it must map to ErrSerialization, which
+// InTx and retry.IsRetryable retry.
+func TestMariaDBRecordChanged(t *testing.T) {
+	raw := &mysql.MySQLError{Number: 1020, Message: "Record has changed since last read in table 't'"}
+	err := Lock{}.MapError(context.Background(), raw)
+	if !errors.Is(err, ErrSerialization) || !errors.Is(err, raw) {
+		t.Fatalf("MapError(1020) = %v, want ErrSerialization wrapping the driver error", err)
+	}
+	if !retry.IsRetryable(err) {
+		t.Fatal("1020 not retryable")
+	}
+	o, _ := (*Options)(nil).value()
+	if !o.Retry.Retryable(mapError(context.Background(), raw, unknownWait, false)) {
+		t.Fatal("InTxMySQL's default classifier does not retry 1020")
+	}
+}
+
+// TestDurationConversions: lock timeouts round up to the server's unit
+// (never to 0, which means no timeout / NOWAIT) and saturate at the
+// server's maximum instead of overflowing.
+func TestDurationConversions(t *testing.T) {
+	for _, tt := range []struct {
+		d    time.Duration
+		pg   string
+		wait int64
+	}{
+		{time.Nanosecond, "1ms", 1},
+		{999 * time.Microsecond, "1ms", 1},
+		{time.Millisecond, "1ms", 1},
+		{time.Millisecond + 1, "2ms", 1},
+		{time.Second, "1000ms", 1},
+		{time.Second + 1, "1001ms", 2},
+		{math.MaxInt32 * time.Millisecond, "2147483647ms", 2147484},
+		{math.MaxInt32*time.Millisecond + 1, "2147483647ms", 2147484},
+		{31536000 * time.Second, "2147483647ms", 31536000},
+		{31536000*time.Second + 1, "2147483647ms", 31536000},
+		{math.MaxInt64 - 1, "2147483647ms", 31536000},
+		{math.MaxInt64, "2147483647ms", 31536000},
+	} {
+		if got := pgInterval(tt.d); got != tt.pg {
+			t.Errorf("pgInterval(%v) = %q, want %q", tt.d, got, tt.pg)
+		}
+		clause, err := Lock{Wait: WaitTimeout, Timeout: tt.d}.MySQL()
+		if want := " FOR UPDATE WAIT " + strconv.FormatInt(tt.wait, 10); err != nil || clause != want {
+			t.Errorf("WAIT for %v = %q, %v; want %q", tt.d, clause, err, want)
+		}
+	}
+	for _, d := range []time.Duration{0, -1, math.MinInt64} {
+		if _, err := (Lock{Wait: WaitTimeout, Timeout: d}).MySQL(); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("WaitTimeout %v: %v, want ErrInvalidArgument", d, err)
+		}
+		if d < 0 {
+			if _, err := (&Options{LockTimeout: d}).value(); !errors.Is(err, ErrInvalidArgument) {
+				t.Errorf("LockTimeout %v: %v, want ErrInvalidArgument", d, err)
+			}
+		}
 	}
 }
 
@@ -133,7 +212,7 @@ func TestOptionsClassifier(t *testing.T) {
 	nw, _ := (&Options{RetryLockNotAvailable: true}).value()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	cancelled := mapError(ctx, io.EOF, NoWait, false, true)
+	cancelled := mapError(ctx, io.EOF, NoWait, false)
 	for _, tt := range []struct {
 		err     error
 		def, nw bool
@@ -165,6 +244,8 @@ func FuzzLockClause(f *testing.F) {
 	f.Add(uint8(0), uint8(0), int64(0))
 	f.Add(uint8(2), uint8(3), int64(time.Second))
 	f.Add(uint8(9), uint8(1), int64(-1))
+	f.Add(uint8(0), uint8(3), int64(math.MaxInt64))
+	f.Add(uint8(0), uint8(3), int64(1))
 	f.Fuzz(func(t *testing.T, s, w uint8, d int64) {
 		l := Lock{Strength: Strength(s), Wait: WaitPolicy(w), Timeout: time.Duration(d)}
 		pg, perr := l.Postgres()
@@ -184,6 +265,19 @@ func FuzzLockClause(f *testing.F) {
 			}
 			if strings.ContainsAny(c, ";'\"`") {
 				t.Fatalf("clause %q", c)
+			}
+		}
+		if l.Wait == WaitTimeout {
+			// Rounded up (never below the timeout, never 0) and clamped to
+			// the server's maximum, never wrapped around.
+			_, after, _ := strings.Cut(my, " WAIT ")
+			n, err := strconv.ParseInt(after, 10, 64)
+			if err != nil || n < 1 || n > myMaxWaitSeconds || time.Duration(n)*time.Second < min(l.Timeout, myMaxWaitSeconds*time.Second) {
+				t.Fatalf("timeout %v: clause %q", l.Timeout, my)
+			}
+			ms, err := strconv.ParseInt(strings.TrimSuffix(pgInterval(l.Timeout), "ms"), 10, 64)
+			if err != nil || ms < 1 || ms > pgMaxMillis || time.Duration(ms)*time.Millisecond < min(l.Timeout, pgMaxMillis*time.Millisecond) {
+				t.Fatalf("timeout %v: lock_timeout %q", l.Timeout, pgInterval(l.Timeout))
 			}
 		}
 	})

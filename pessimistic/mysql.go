@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -41,24 +42,42 @@ const (
 // statement.
 const maxPlaceholders = 65535
 
+// connSource hands out dedicated connections: *sql.DB.
+type connSource interface {
+	Conn(ctx context.Context) (*sql.Conn, error)
+}
+
+var _ connSource = (*sql.DB)(nil)
+
 // InTxMySQL is InTx for MariaDB/MySQL through database/sql: it runs fn in a
 // transaction begun on db, commits if fn returns nil, rolls back on error or
 // panic (re-raising the panic), and runs the whole transaction again while
-// the error is retryable under opts (by default deadlock victims, 1213).
-// fn may therefore run several times.
+// the error is retryable under opts (by default deadlock victims, 1213, and
+// MariaDB's 1020). fn may therefore run several times.
 //
-// opts.LockTimeout sets the session's innodb_lock_wait_timeout (whole
-// seconds, rounded up) after BEGIN and restores the previous value before
-// COMMIT or ROLLBACK.
+// opts.LockTimeout sets the session variable innodb_lock_wait_timeout
+// (whole seconds, rounded up, at least 1, at most 100000000). MySQL has no
+// transaction-scoped form of it (SET STATEMENT and SET_VAR cover one
+// statement, not the caller's fn), so InTxMySQL runs each attempt on a
+// connection of its own — db.Conn for a *sql.DB, or db itself when it is a
+// *sql.Conn — sets the variable before BEGIN, and restores the previous
+// value after COMMIT or ROLLBACK, whichever way the transaction ended
+// (error, panic, or ctx ending while fn runs, when database/sql rolls back
+// by itself). If the restore fails, the connection is discarded
+// (database/sql closes it; a caller's *sql.Conn is then closed too) rather
+// than handed to the next user with the transaction's timeout. With a
+// LockTimeout, db must therefore be a *sql.DB, a *sql.Conn or another
+// SQLBeginner with a Conn(ctx) (*sql.Conn, error) method; other handles are
+// ErrInvalidArgument.
 //
 // Errors: ErrInvalidArgument (nil db or fn, bad opts); the error of fn or
-// COMMIT mapped to ErrDeadlock (1213), ErrLockTimeout (1205),
-// ErrLockNotAvailable (MySQL 8 3572); note that MariaDB reports NOWAIT as
-// 1205, which is indistinguishable from a timeout here — LockRowsMySQL and
-// Lock.MapError know the statement's policy and map it to
-// ErrLockNotAvailable; *AmbiguousCommitError when COMMIT was sent and its
-// outcome is unknown; *retry.ExhaustedError when retries ran out; ctx.Err()
-// joined with the last error when ctx ends.
+// COMMIT mapped to ErrDeadlock (1213), ErrSerialization (MariaDB 1020),
+// ErrLockTimeout (1205), ErrLockNotAvailable (MySQL 8 3572); note that
+// MariaDB reports NOWAIT as 1205, which is indistinguishable from a timeout
+// here — LockRowsMySQL and Lock.MapError know the statement's policy and
+// map it to ErrLockNotAvailable; *AmbiguousCommitError when COMMIT was sent
+// and its outcome is unknown; *retry.ExhaustedError when retries ran out;
+// an error matching ctx.Err() when ctx ends.
 func InTxMySQL(ctx context.Context, db SQLBeginner, opts *Options, fn func(ctx context.Context, tx *sql.Tx) error) error {
 	o, err := txArgs(db, fn, opts)
 	if err != nil {
@@ -70,43 +89,100 @@ func InTxMySQL(ctx context.Context, db SQLBeginner, opts *Options, fn func(ctx c
 		if err != nil {
 			return nil, err
 		}
-		t := &myTx{Tx: tx}
-		if o.LockTimeout > 0 {
-			var old int64
-			err := tx.QueryRowContext(ctx, myGetLockWaitTimeout).Scan(&old)
-			if err == nil {
-				_, err = tx.ExecContext(ctx, mySetLockWaitTimeout, ceilSeconds(o.LockTimeout))
+		return &myTx{Tx: tx}, nil
+	}
+	if o.LockTimeout > 0 {
+		// conn returns the connection of one attempt and whether it was
+		// taken from a pool (and must be given back).
+		var conn func(ctx context.Context) (*sql.Conn, bool, error)
+		switch h := db.(type) {
+		case *sql.Conn:
+			conn = func(context.Context) (*sql.Conn, bool, error) { return h, false, nil }
+		case connSource:
+			conn = func(ctx context.Context) (*sql.Conn, bool, error) {
+				c, err := h.Conn(ctx)
+				return c, true, err
 			}
+		default:
+			return invalid("LockTimeout needs a *sql.DB or *sql.Conn (a connection whose session setting can be restored), got %T", db)
+		}
+		secs := ceilUnits(o.LockTimeout, time.Second, myMaxLockWaitTimeout)
+		begin = func(ctx context.Context) (*myTx, error) {
+			c, owned, err := conn(ctx)
 			if err != nil {
-				_ = tx.Rollback()
 				return nil, err
 			}
-			t.restore = &old
+			return beginWithLockWaitTimeout(ctx, c, owned, txo, secs)
 		}
-		return t, nil
 	}
 	return inTx(ctx, o, begin, func(ctx context.Context, t *myTx) error { return fn(ctx, t.Tx) })
 }
 
-// myTx adapts *sql.Tx to the core loop; restore is the session's
-// innodb_lock_wait_timeout to put back before the transaction ends.
-type myTx struct {
-	*sql.Tx
-	restore *int64
+// beginWithLockWaitTimeout sets innodb_lock_wait_timeout on conn to secs,
+// remembering the old value, and begins a transaction. On error it has
+// cleaned up (restored, and given back an owned conn).
+func beginWithLockWaitTimeout(ctx context.Context, conn *sql.Conn, owned bool, txo *sql.TxOptions, secs int64) (*myTx, error) {
+	t := &myTx{conn: conn, owned: owned}
+	if err := conn.QueryRowContext(ctx, myGetLockWaitTimeout).Scan(&t.restore); err != nil {
+		t.close()
+		return nil, err
+	}
+	t.restoring = true // from here on the session may have the new value
+	if _, err := conn.ExecContext(ctx, mySetLockWaitTimeout, secs); err != nil {
+		t.end(ctx)
+		return nil, err
+	}
+	tx, err := conn.BeginTx(ctx, txo)
+	if err != nil {
+		t.end(ctx)
+		return nil, err
+	}
+	t.Tx = tx
+	return t, nil
 }
 
-func (t *myTx) finish(ctx context.Context) error {
-	if t.restore == nil {
-		return nil
-	}
-	old := *t.restore
-	t.restore = nil
-	_, err := t.ExecContext(ctx, mySetLockWaitTimeout, old)
-	return err
+// myTx adapts *sql.Tx to the core loop. With a lock timeout, conn is the
+// connection the transaction runs on, whose innodb_lock_wait_timeout end
+// restores; owned says InTxMySQL took it from the pool and gives it back.
+type myTx struct {
+	*sql.Tx
+	conn      *sql.Conn
+	owned     bool
+	restoring bool
+	restore   int64
 }
 
 func (t *myTx) commit(context.Context) error { return t.Commit() }
 func (t *myTx) rollback(context.Context)     { _ = t.Rollback() }
+
+// end restores the session's innodb_lock_wait_timeout once the transaction
+// is over. database/sql may still be rolling back on its own (ctx ended):
+// the restore then waits for the connection, and a session variable does
+// not depend on the transaction's outcome anyway.
+func (t *myTx) end(ctx context.Context) {
+	if t.conn == nil {
+		return
+	}
+	if t.restoring {
+		rctx, cancel := cleanupContext(ctx)
+		defer cancel()
+		if _, err := t.conn.ExecContext(rctx, mySetLockWaitTimeout, t.restore); err != nil {
+			// The session may keep the transaction's timeout: make
+			// database/sql close the connection instead of reusing it.
+			_ = t.conn.Raw(func(any) error { return driver.ErrBadConn })
+		}
+	}
+	t.close()
+}
+
+// close gives an owned connection back to the pool.
+func (t *myTx) close() {
+	if t.owned {
+		_ = t.conn.Close()
+	}
+	t.conn = nil
+}
+
 func (*myTx) commitError(_ context.Context, err error) error {
 	var myErr *mysql.MySQLError
 	switch {
@@ -130,11 +206,22 @@ const myLockRows = "SELECT %[2]s FROM %[1]s WHERE %[2]s IN (%[3]s) ORDER BY %[2]
 // Empty keys lock nothing and return (nil, nil); more than 65535 keys is
 // ErrInvalidArgument.
 //
+// Under REPEATABLE READ (MariaDB's default) the lock does not refresh the
+// transaction's snapshot: a plain SELECT after LockRowsMySQL reads the
+// snapshot taken at the transaction's first consistent read, so if any
+// plain read ran before the lock, the values read after it may be stale
+// and writing them back loses updates (MariaDB ≥ 11.6 fails the lock with
+// 1020 → ErrSerialization instead). Lock before any other read in the
+// transaction, read the values with a locking read (the Lock's clause on
+// your own SELECT), or use READ COMMITTED. PostgreSQL has no such gap:
+// there, locking a row changed after the snapshot is ErrSerialization.
+//
 // Errors: ErrInvalidArgument (nil tx, bad identifier, invalid lock);
 // ErrLockNotAvailable (NoWait and a row is locked: MariaDB 1205, MySQL
-// 3572); ErrLockTimeout (1205 under Wait or WaitTimeout, or ctx ended during
-// the wait: then joined with ctx.Err()); ErrDeadlock; each wrapping the
-// driver error.
+// 3572); ErrLockTimeout (1205 under Wait or WaitTimeout); ErrDeadlock;
+// ErrSerialization (MariaDB 1020); each wrapping the driver error; an
+// error matching ctx.Err() (and not ErrLockTimeout) when ctx ends during
+// the wait.
 func LockRowsMySQL[K Key](ctx context.Context, tx SQLDBTX, table, column string, keys []K, lock Lock) ([]K, error) {
 	t, c, clause, err := rowsTarget(tx, table, column, ident.MySQL, lock.MySQL)
 	if err != nil {
@@ -208,7 +295,7 @@ func ClaimJobsMySQL(ctx context.Context, tx SQLDBTX, table string, n int, opts *
 	}
 	jobs, err := claimSelectMySQL(ctx, tx, fmt.Sprintf(myClaimSelect, c.table, c.id, c.payload, c.state), c.pending, n)
 	if err != nil || len(jobs) == 0 {
-		return nil, mapError(ctx, err, SkipLocked, false, false)
+		return nil, mapError(ctx, err, SkipLocked, false)
 	}
 	args := make([]any, 0, 2+len(jobs))
 	args = append(args, c.claimed, c.worker)
@@ -217,7 +304,7 @@ func ClaimJobsMySQL(ctx context.Context, tx SQLDBTX, table string, n int, opts *
 	}
 	q := fmt.Sprintf(myClaimUpdate, c.table, c.id, c.state, c.by, c.at, placeholders(len(jobs)))
 	if _, err := tx.ExecContext(ctx, q, args...); err != nil {
-		return nil, mapError(ctx, err, SkipLocked, false, false)
+		return nil, mapError(ctx, err, SkipLocked, false)
 	}
 	return jobs, nil
 }

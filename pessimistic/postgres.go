@@ -73,7 +73,7 @@ func InTx(ctx context.Context, db Beginner, opts *Options, fn func(ctx context.C
 		}
 		if o.LockTimeout > 0 {
 			if _, err := tx.Exec(ctx, pgSetLockTimeout, pgInterval(o.LockTimeout)); err != nil {
-				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+				rctx, cancel := cleanupContext(ctx)
 				defer cancel()
 				_ = tx.Rollback(rctx)
 				return pgTx{}, err
@@ -87,9 +87,12 @@ func InTx(ctx context.Context, db Beginner, opts *Options, fn func(ctx context.C
 // pgTx adapts pgx.Tx to the core loop.
 type pgTx struct{ pgx.Tx }
 
-func (pgTx) finish(context.Context) error       { return nil }
 func (t pgTx) commit(ctx context.Context) error { return t.Commit(ctx) }
 func (t pgTx) rollback(ctx context.Context)     { _ = t.Rollback(ctx) }
+
+// end has nothing to do: lock_timeout is set with SET LOCAL semantics and
+// ends with the transaction.
+func (pgTx) end(context.Context) {}
 func (pgTx) commitError(_ context.Context, err error) error {
 	var pgErr *pgconn.PgError
 	switch {
@@ -122,9 +125,9 @@ const pgLockRows = "SELECT %[2]s FROM %[1]s WHERE %[2]s = ANY($1) ORDER BY %[2]s
 //
 // Errors: ErrInvalidArgument (nil tx, bad identifier, invalid lock);
 // ErrLockNotAvailable (NoWait and a row is locked); ErrLockTimeout
-// (WaitTimeout or the transaction's lock_timeout expired, or ctx ended
-// during the wait: then joined with ctx.Err()); ErrDeadlock;
-// ErrSerialization; each wrapping the driver error.
+// (WaitTimeout or the transaction's lock_timeout expired); ErrDeadlock;
+// ErrSerialization; each wrapping the driver error; an error matching
+// ctx.Err() (and not ErrLockTimeout) when ctx ends during the wait.
 func LockRows[K Key](ctx context.Context, tx DBTX, table, column string, keys []K, lock Lock) ([]K, error) {
 	t, c, clause, err := rowsTarget(tx, table, column, ident.Postgres, lock.Postgres)
 	if err != nil {
@@ -203,7 +206,7 @@ func ClaimJobs(ctx context.Context, tx DBTX, table string, n int, opts *ClaimOpt
 	q := fmt.Sprintf(pgClaim, c.table, c.id, c.payload, c.state, c.by, c.at)
 	rows, err := tx.Query(ctx, q, c.pending, n, c.claimed, c.worker)
 	if err != nil {
-		return nil, mapError(ctx, err, SkipLocked, false, false)
+		return nil, mapError(ctx, err, SkipLocked, false)
 	}
 	jobs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Job, error) {
 		var j Job
@@ -211,7 +214,7 @@ func ClaimJobs(ctx context.Context, tx DBTX, table string, n int, opts *ClaimOpt
 		return j, err
 	})
 	if err != nil {
-		return nil, mapError(ctx, err, SkipLocked, false, false)
+		return nil, mapError(ctx, err, SkipLocked, false)
 	}
 	slices.SortFunc(jobs, func(a, b Job) int { return cmp.Compare(a.ID, b.ID) })
 	return jobs, nil

@@ -14,10 +14,13 @@ const rollbackTimeout = 5 * time.Second
 
 // txn is what the core loop needs from a driver's transaction.
 type txn interface {
-	// finish runs before COMMIT or ROLLBACK (restoring session settings).
-	finish(ctx context.Context) error
 	commit(ctx context.Context) error
 	rollback(ctx context.Context)
+	// end runs once after COMMIT or ROLLBACK, whatever their outcome (and
+	// after a panic in fn): it restores session settings and gives back a
+	// connection the adapter took for the transaction. ctx may be
+	// cancelled; end bounds its own cleanup.
+	end(ctx context.Context)
 	// commitError turns a COMMIT error into the error to return: a definite
 	// failure (mapped) or an *AmbiguousCommitError.
 	commitError(ctx context.Context, err error) error
@@ -28,8 +31,14 @@ type txn interface {
 // retried by the policy in o.
 func inTx[T txn](ctx context.Context, o Options, begin func(context.Context) (T, error), fn func(context.Context, T) error) error {
 	return retry.Do(ctx, o.Retry, func(ctx context.Context) error {
-		return mapError(ctx, attempt(ctx, begin, fn), unknownWait, o.LockTimeout > 0, false)
+		return mapError(ctx, attempt(ctx, begin, fn), unknownWait, o.LockTimeout > 0)
 	})
+}
+
+// cleanupContext returns a context for cleanup after ctx may have ended:
+// not cancelled by ctx, bounded by rollbackTimeout.
+func cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
 }
 
 // attempt runs one transaction. A panic in fn rolls back and is re-raised.
@@ -38,14 +47,15 @@ func attempt[T txn](ctx context.Context, begin func(context.Context) (T, error),
 	if err != nil {
 		return err
 	}
+	// Deferred first, so it runs last: after COMMIT or ROLLBACK.
+	defer tx.end(ctx)
 	done := false
 	defer func() {
 		if done {
 			return
 		}
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+		rctx, cancel := cleanupContext(ctx)
 		defer cancel()
-		_ = tx.finish(rctx) // best effort; the error that ended the attempt matters
 		tx.rollback(rctx)
 		// recover() returns nil when nothing panicked; re-raise otherwise.
 		if p := recover(); p != nil {
@@ -55,12 +65,9 @@ func attempt[T txn](ctx context.Context, begin func(context.Context) (T, error),
 	if err := fn(ctx, tx); err != nil {
 		return err
 	}
-	if err := tx.finish(ctx); err != nil {
-		return err
-	}
 	done = true
 	if err := tx.commit(ctx); err != nil {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+		rctx, cancel := cleanupContext(ctx)
 		defer cancel()
 		tx.rollback(rctx) // no-op unless COMMIT was never sent
 		return tx.commitError(ctx, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"time"
 
@@ -57,9 +58,14 @@ type ExhaustedError struct {
 	Last     error // error of the last attempt
 }
 
-// Error reports the attempts made and the last error.
+// Error reports the attempts made and the last error, e.g. "retry: gave
+// up after 1 attempt: …" or "… after 3 attempts: …".
 func (e *ExhaustedError) Error() string {
-	return fmt.Sprintf("retry: gave up after %d attempts: %v", e.Attempts, e.Last)
+	noun := "attempts"
+	if e.Attempts == 1 {
+		noun = "attempt"
+	}
+	return fmt.Sprintf("retry: gave up after %d %s: %v", e.Attempts, noun, e.Last)
 }
 
 // Unwrap returns the last attempt's error.
@@ -128,10 +134,13 @@ func (p Policy) Backoff(attempt int) time.Duration {
 	if attempt < 1 {
 		attempt = 1
 	}
-	if shift := attempt - 1; shift < 62 {
-		if d := p.BaseDelay << shift; d > 0 && d < ceil {
-			ceil = d
-		}
+	// BaseDelay·2^shift, computed only when it cannot overflow (a wrapped
+	// shift could yield a small positive value and shrink the cap).
+	if shift := attempt - 1; shift < 63 && p.BaseDelay <= ceil>>shift {
+		ceil = p.BaseDelay << shift
+	}
+	if ceil == math.MaxInt64 { // ceil+1 would overflow; Int64 covers [0, MaxInt64]
+		return time.Duration(rand.Int64())
 	}
 	return rand.N(ceil + 1)
 }

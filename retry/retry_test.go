@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -148,6 +149,46 @@ func TestBackoffFullJitterWithinCap(t *testing.T) {
 		// largest is above half the ceiling with overwhelming probability.
 		if maxSeen < ceil/2 {
 			t.Fatalf("attempt %d: max delay %v never reached half of %v", attempt, maxSeen, ceil)
+		}
+	}
+}
+
+// TestExhaustedErrorMessage: singular for one attempt.
+func TestExhaustedErrorMessage(t *testing.T) {
+	for _, tc := range []struct {
+		attempts int
+		want     string
+	}{
+		{1, "retry: gave up after 1 attempt: temporary"},
+		{2, "retry: gave up after 2 attempts: temporary"},
+	} {
+		err := retry.Do(t.Context(), retry.Policy{MaxAttempts: tc.attempts, BaseDelay: time.Microsecond}, func(context.Context) error { return retryable{} })
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("MaxAttempts %d: %v, want %q", tc.attempts, err, tc.want)
+		}
+	}
+}
+
+// TestBackoffLargeBaseDoesNotWrap: BaseDelay·2^(n-1) beyond int64 must
+// saturate at MaxDelay, not wrap around to a tiny cap.
+func TestBackoffLargeBaseDoesNotWrap(t *testing.T) {
+	// (2^40+1)·2^24 wraps to 2^24 ns (16.8 ms) in int64 arithmetic.
+	p := retry.Policy{BaseDelay: 1<<40 + 1, MaxDelay: 1 << 62}
+	var maxSeen time.Duration
+	for range 100 {
+		maxSeen = max(maxSeen, p.Backoff(25))
+	}
+	if maxSeen <= 1<<24 {
+		t.Fatalf("100 delays all <= %v: the cap wrapped around", time.Duration(1<<24))
+	}
+}
+
+// TestBackoffMaxDelayMaxInt64: a cap of math.MaxInt64 ("no cap") must not
+// overflow the jitter's range (rand.N(ceil+1) panicked).
+func TestBackoffMaxDelayMaxInt64(t *testing.T) {
+	for _, attempt := range []int{1, 2, 62, 63, 64, 1 << 30} {
+		if d := (retry.Policy{BaseDelay: time.Hour, MaxDelay: math.MaxInt64}).Backoff(attempt); d < 0 {
+			t.Fatalf("attempt %d: negative delay %v", attempt, d)
 		}
 	}
 }

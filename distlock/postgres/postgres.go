@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"sync"
 	"time"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/fenced"
+	"github.com/concurkit/concurkit/internal/handle"
 	"github.com/concurkit/concurkit/internal/ident"
 	"github.com/concurkit/concurkit/internal/lease"
 	"github.com/concurkit/concurkit/internal/sqlerr"
@@ -21,8 +23,18 @@ import (
 // DefaultSequence is the token sequence used when Options.Sequence is empty.
 const DefaultSequence = "concurkit_lock_token_seq"
 
-// ErrNilPool is returned by New for a nil pool.
-var ErrNilPool = errors.New("postgres: nil pool")
+// ErrNilPool is returned by New for a nil pool, including a typed nil such
+// as a nil *pgxpool.Pool, and by the methods of a nil or zero Locker
+// (one not made by New). It matches distlock.ErrInvalidOptions, as every
+// other bad-input error of the distlock backends does.
+var ErrNilPool = fmt.Errorf("%w: postgres: nil pool", distlock.ErrInvalidOptions)
+
+// MaxTTL is the longest lease TTL: the maximum of PostgreSQL's
+// idle_session_timeout, INT_MAX milliseconds (about 24.8 days). A longer
+// TTL is rejected rather than clamped, because a server timeout shorter
+// than the lease's own validity would end the session while the holder
+// still believes it holds the lock.
+const MaxTTL = math.MaxInt32 * time.Millisecond
 
 // Pool is the part of *pgxpool.Pool the locker uses.
 type Pool interface {
@@ -41,8 +53,9 @@ type Options struct {
 	Sequence string
 }
 
-// Locker hands out advisory-lock leases. It is safe for concurrent use;
-// each lease holds one pool connection until it is released or lost.
+// Locker hands out advisory-lock leases. It is safe for concurrent use.
+// Each held lease keeps one pool connection until it is released or lost;
+// an Acquire that is waiting holds none (see the package doc).
 type Locker struct {
 	pool Pool
 	seq  string // quoted
@@ -51,10 +64,10 @@ type Locker struct {
 var _ distlock.Locker = (*Locker)(nil)
 
 // New returns a Locker on pool. opts may be nil. It does no I/O. It
-// returns ErrNilPool for a nil pool and an error wrapping
+// returns ErrNilPool for a nil or typed-nil pool and an error wrapping
 // distlock.ErrInvalidOptions for an invalid sequence name.
 func New(pool Pool, opts *Options) (*Locker, error) {
-	if pool == nil {
+	if handle.IsNil(pool) {
 		return nil, ErrNilPool
 	}
 	var o Options
@@ -77,12 +90,9 @@ func New(pool Pool, opts *Options) (*Locker, error) {
 
 // SQL. $1 advisory key, $2 idle_session_timeout in ms, $3 sequence name.
 const (
-	// The MATERIALIZED CTE runs the lock before the outer query draws the
-	// token, so nextval happens only on a session that holds the lock.
-	sqlLock = `WITH l AS MATERIALIZED (SELECT set_config('idle_session_timeout', $2, false), pg_advisory_lock($1))
-SELECT nextval($3::regclass) FROM l`
 	// CASE evaluates its THEN branch (nextval, and setting the idle
 	// timeout) only when the try-lock succeeded; length(…)*0 adds nothing.
+	// nextval runs only on a session that holds the lock.
 	sqlTryLock = `SELECT CASE WHEN pg_try_advisory_lock($1)
 THEN nextval($3::regclass) + 0 * length(set_config('idle_session_timeout', $2, false)) ELSE 0 END`
 	sqlExtend = `SELECT set_config('idle_session_timeout', $1, false)`
@@ -95,10 +105,13 @@ set_config('idle_session_timeout', (SELECT reset_val FROM pg_settings WHERE name
 )
 
 // Acquire blocks until the lock on key is held or ctx ends (then it
-// returns errors.Join(distlock.ErrNotAcquired, ctx.Err())). A cancelled
-// wait is cancelled on the server too. It returns distlock.ErrInvalidKey
-// for an empty key, distlock.ErrInvalidOptions for a negative TTL, and
-// driver errors wrapped.
+// returns errors.Join(distlock.ErrNotAcquired, ctx.Err())). It polls with
+// pg_try_advisory_lock, backing off between attempts (jittered, 1 ms
+// doubling up to 50 ms), and holds no connection while it waits, so
+// waiters can never take the pool connections the holder needs. It
+// returns distlock.ErrInvalidKey for an empty key,
+// distlock.ErrInvalidOptions for a negative TTL or one above MaxTTL,
+// ErrNilPool for a nil or zero Locker, and driver errors wrapped.
 func (l *Locker) Acquire(ctx context.Context, key string, opts *distlock.Options) (distlock.Lease, error) {
 	return l.acquire(ctx, key, opts, true)
 }
@@ -110,28 +123,65 @@ func (l *Locker) TryAcquire(ctx context.Context, key string, opts *distlock.Opti
 	return l.acquire(ctx, key, opts, false)
 }
 
+// check rejects a nil or zero Locker before any I/O.
+func (l *Locker) check() error {
+	if l == nil || handle.IsNil(l.pool) {
+		return ErrNilPool
+	}
+	return nil
+}
+
+// checkTTL rejects a TTL the server cannot hold as idle_session_timeout.
+func checkTTL(ttl time.Duration) error {
+	if ttl > MaxTTL {
+		return fmt.Errorf("%w: TTL %v above MaxTTL %v (PostgreSQL's idle_session_timeout maximum)", distlock.ErrInvalidOptions, ttl, MaxTTL)
+	}
+	return nil
+}
+
 func (l *Locker) acquire(ctx context.Context, key string, opts *distlock.Options, wait bool) (distlock.Lease, error) {
+	if err := l.check(); err != nil {
+		return nil, err
+	}
 	o, err := lease.Resolve(key, opts)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkTTL(o.TTL); err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, errors.Join(distlock.ErrNotAcquired, err)
 	}
-	for created := false; ; created = true {
-		lz, err := l.attempt(ctx, key, o, wait)
-		if err != nil && !created && sqlerr.SQLState(err) == pgUndefined {
-			if cerr := l.CreateSequence(ctx); cerr != nil {
-				return nil, errors.Join(err, cerr)
+	try := func(ctx context.Context) (distlock.Lease, error) {
+		for created := false; ; created = true {
+			lz, err := l.attempt(ctx, key, o)
+			if err != nil && !created && sqlerr.SQLState(err) == pgUndefined {
+				if cerr := l.CreateSequence(ctx); cerr != nil {
+					return nil, errors.Join(err, cerr)
+				}
+				continue
 			}
-			continue
+			return lz, err
 		}
-		return lz, err
 	}
+	if !wait {
+		return try(ctx)
+	}
+	// Waiting inside pg_advisory_lock would park one pool connection per
+	// waiter: with the pool an application shares (pgxpool's default is
+	// max(4, NumCPU) connections) a few waiters take every connection and
+	// the holder can no longer get one for its own work, or to release.
+	// Polling holds a connection only for one short statement at a time.
+	return lease.Poll(ctx, lease.PollPolicy{}, try)
 }
 
-// CreateSequence creates the token sequence if it does not exist.
+// CreateSequence creates the token sequence if it does not exist. It
+// returns ErrNilPool for a nil or zero Locker.
 func (l *Locker) CreateSequence(ctx context.Context) error {
+	if err := l.check(); err != nil {
+		return err
+	}
 	c, err := l.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("postgres: create sequence: %w", err)
@@ -144,9 +194,21 @@ func (l *Locker) CreateSequence(ctx context.Context) error {
 	return nil
 }
 
-func ms(d time.Duration) string { return strconv.FormatInt(max(d.Milliseconds(), 1), 10) }
+// ms formats d for idle_session_timeout: milliseconds rounded up (a
+// positive TTL never becomes 0, which disables the timeout), at least 1,
+// at most MaxTTL (callers reject longer TTLs first).
+func ms(d time.Duration) string {
+	n := int64(d / time.Millisecond)
+	if d%time.Millisecond != 0 {
+		n++
+	}
+	return strconv.FormatInt(min(max(n, 1), int64(MaxTTL/time.Millisecond)), 10)
+}
 
-func (l *Locker) attempt(ctx context.Context, key string, o distlock.Options, wait bool) (distlock.Lease, error) {
+// attempt makes one try-lock on a connection of its own and returns a
+// lease, distlock.ErrNotAcquired when another session holds the lock, or
+// an error.
+func (l *Locker) attempt(ctx context.Context, key string, o distlock.Options) (distlock.Lease, error) {
 	conn, err := l.pool.Acquire(ctx)
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil {
@@ -155,54 +217,20 @@ func (l *Locker) attempt(ctx context.Context, key string, o distlock.Options, wa
 		return nil, fmt.Errorf("postgres: acquire connection: %w", err)
 	}
 	k := pessimistic.AdvisoryKey(key)
-	pg := conn.Conn().PgConn()
-
-	// The query runs with a context the caller cannot cancel; cancelling
-	// ctx sends a cancel request instead, so the server stops waiting for
-	// the lock rather than leaving an orphaned waiter that would grab the
-	// lock later. A last-resort deadline closes the connection if the
-	// server does not answer the cancel.
-	qctx, qcancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer qcancel()
-	var fallback *time.Timer
-	afterDone := make(chan struct{})
-	stop := context.AfterFunc(ctx, func() {
-		defer close(afterDone)
-		_ = pg.CancelRequest(context.WithoutCancel(ctx))
-		fallback = time.AfterFunc(5*time.Second, qcancel)
-	})
+	// The server's idle timer starts when the statement ends, after start:
+	// the local validity, measured from start, ends no later than the
+	// server's.
 	start := time.Now()
 	var tok int64
-	if wait {
-		err = conn.QueryRow(qctx, sqlLock, k, ms(o.TTL), l.seq).Scan(&tok)
-	} else {
-		err = conn.QueryRow(qctx, sqlTryLock, k, ms(o.TTL), l.seq).Scan(&tok)
-	}
-	cancelled := !stop()
-	if cancelled {
-		<-afterDone // the AfterFunc ran or is running; it sets fallback
-	}
-	if fallback != nil {
-		fallback.Stop()
-	}
-	if err != nil || cancelled {
-		// The session may hold the lock (granted just before a cancel):
-		// closing it ends the session and frees every lock it holds.
+	if err := conn.QueryRow(ctx, sqlTryLock, k, ms(o.TTL), l.seq).Scan(&tok); err != nil {
+		// The try may have taken the lock before the error (session locks
+		// survive a failed statement): closing the session frees whatever
+		// it holds.
 		discard(conn)
 		if cerr := ctx.Err(); cerr != nil {
 			return nil, errors.Join(distlock.ErrNotAcquired, cerr)
 		}
 		return nil, fmt.Errorf("postgres: lock %q: %w", key, err)
-	}
-	if wait && err == nil {
-		// The server's idle timer started when the lock was granted, at an
-		// unknown time after start: renew it now so the validity has a
-		// start that is known to be no later than the server's.
-		start = time.Now()
-		if _, err = conn.Exec(qctx, sqlExtend, ms(o.TTL)); err != nil {
-			discard(conn)
-			return nil, fmt.Errorf("postgres: lock %q: %w", key, err)
-		}
 	}
 	if tok == 0 { // try-lock failed: the session holds nothing
 		conn.Release()
@@ -218,7 +246,7 @@ func (l *Locker) attempt(ctx context.Context, key string, o distlock.Options, wa
 		return nil, err
 	}
 	s.start(lz)
-	return &Lease{Lease: lz, pid: pg.PID()}, nil
+	return &Lease{Lease: lz, pid: conn.Conn().PgConn().PID()}, nil
 }
 
 // discard closes a connection whose session state is unknown and hands it
@@ -237,8 +265,13 @@ type Lease struct {
 }
 
 // BackendPID returns the process id of the server session that holds the
-// lock (pg_stat_activity.pid, pg_locks.pid).
-func (l *Lease) BackendPID() uint32 { return l.pid }
+// lock (pg_stat_activity.pid, pg_locks.pid), or 0 for a nil Lease.
+func (l *Lease) BackendPID() uint32 {
+	if l == nil {
+		return 0
+	}
+	return l.pid
+}
 
 // session owns the lease's connection. One goroutine (run) owns the
 // connection while the lease is held: between requests it waits on the
@@ -354,6 +387,9 @@ func (s *session) do(fn func(*pgxpool.Conn) error) error {
 // (a query interrupted midway would break the connection, and with it
 // the lock), bounded by ttl.
 func (s *session) extend(ctx context.Context, ttl time.Duration) error {
+	if err := checkTTL(ttl); err != nil {
+		return err // not ErrLeaseLost: the lease stays held until its deadline
+	}
 	return s.do(func(c *pgxpool.Conn) error {
 		qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ttl)
 		defer cancel()

@@ -3,9 +3,14 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 
@@ -164,5 +169,146 @@ func TestNewBadInput(t *testing.T) {
 	}
 	if _, err := postgres.New(pool(t), &postgres.Options{Sequence: "a\x00"}); !errors.Is(err, distlock.ErrInvalidOptions) {
 		t.Fatalf("bad sequence name: %v", err)
+	}
+}
+
+// TestNilHandles: one nil policy — a nil or typed-nil pool, or a nil or
+// zero Locker, is a bad-input error (matching distlock.ErrInvalidOptions)
+// before any I/O, never a panic.
+func TestNilHandles(t *testing.T) {
+	var nilPool *pgxpool.Pool
+	var nilLocker *postgres.Locker
+	ctx := t.Context()
+	for _, tc := range []struct {
+		name string
+		call func() error
+	}{
+		{"New(nil)", func() error { _, err := postgres.New(nil, nil); return err }},
+		{"New(typed nil *pgxpool.Pool)", func() error { _, err := postgres.New(nilPool, nil); return err }},
+		{"New(typed nil Pool interface)", func() error {
+			var p postgres.Pool = nilPool
+			_, err := postgres.New(p, &postgres.Options{})
+			return err
+		}},
+		{"nil Locker Acquire", func() error { _, err := nilLocker.Acquire(ctx, "k", nil); return err }},
+		{"nil Locker TryAcquire", func() error { _, err := nilLocker.TryAcquire(ctx, "k", nil); return err }},
+		{"nil Locker CreateSequence", func() error { return nilLocker.CreateSequence(ctx) }},
+		{"zero Locker Acquire", func() error { _, err := new(postgres.Locker).Acquire(ctx, "k", nil); return err }},
+		{"zero Locker TryAcquire", func() error { _, err := new(postgres.Locker).TryAcquire(ctx, "k", nil); return err }},
+		{"zero Locker CreateSequence", func() error { return new(postgres.Locker).CreateSequence(ctx) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var err error
+			func() {
+				defer func() {
+					if p := recover(); p != nil {
+						err = fmt.Errorf("panic: %v", p)
+					}
+				}()
+				err = tc.call()
+			}()
+			if !errors.Is(err, postgres.ErrNilPool) || !errors.Is(err, distlock.ErrInvalidOptions) {
+				t.Fatalf("err = %v, want ErrNilPool matching distlock.ErrInvalidOptions", err)
+			}
+		})
+	}
+	if pid := (*postgres.Lease)(nil).BackendPID(); pid != 0 {
+		t.Fatalf("nil Lease BackendPID = %d", pid)
+	}
+}
+
+// TestTTLBounds: a TTL the server cannot hold as idle_session_timeout
+// (above MaxTTL) is rejected as bad input, at Acquire before any I/O and at
+// Extend without losing the lease; MaxTTL itself works.
+func TestTTLBounds(t *testing.T) {
+	l := newLocker(t)
+	ctx := t.Context()
+	key := locktest.Key(t)
+	for _, ttl := range []time.Duration{postgres.MaxTTL + time.Nanosecond, math.MaxInt64} {
+		if lz, err := l.Acquire(ctx, key, &distlock.Options{TTL: ttl}); !errors.Is(err, distlock.ErrInvalidOptions) {
+			if lz != nil {
+				_ = lz.Release(ctx)
+			}
+			t.Fatalf("Acquire(TTL %v) = %v, want ErrInvalidOptions", ttl, err)
+		}
+	}
+	lz, err := l.Acquire(ctx, key, &distlock.Options{TTL: postgres.MaxTTL})
+	if err != nil {
+		t.Fatalf("Acquire(TTL MaxTTL): %v", err)
+	}
+	defer lz.Release(context.WithoutCancel(ctx))
+	if err := lz.Extend(ctx, math.MaxInt64); !errors.Is(err, distlock.ErrInvalidOptions) {
+		t.Fatalf("Extend(MaxInt64) = %v, want ErrInvalidOptions", err)
+	}
+	if err := lz.Context().Err(); err != nil {
+		t.Fatalf("lease lost after a rejected Extend: %v", context.Cause(lz.Context()))
+	}
+	if err := lz.Extend(ctx, time.Millisecond+1); err != nil {
+		t.Fatalf("Extend(1ms+1ns): %v", err)
+	}
+}
+
+// TestSharedDefaultPool: 16 contenders share the application's pool with
+// pgxpool's defaults (pgxpool.New with a plain URL: MaxConns =
+// max(4, NumCPU)) and each does real work on that pool while it holds the
+// lock. Waiters must not take the connections the holder needs: all 16
+// finish, in bounded time, one at a time.
+func TestSharedDefaultPool(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	p, err := pgxpool.New(ctx, pgURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	l, err := postgres.New(p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := locktest.Key(t)
+	const contenders = 16
+	var (
+		wg     sync.WaitGroup
+		inside atomic.Bool
+		done   atomic.Int32
+		errs   = make(chan error, contenders)
+		start  = make(chan struct{})
+	)
+	for i := range contenders {
+		wg.Go(func() {
+			<-start
+			lz, err := l.Acquire(ctx, key, &distlock.Options{TTL: 30 * time.Second})
+			if err != nil {
+				errs <- fmt.Errorf("contender %d: Acquire: %w", i, err)
+				return
+			}
+			defer lz.Release(context.WithoutCancel(ctx))
+			if !inside.CompareAndSwap(false, true) {
+				errs <- fmt.Errorf("contender %d: two holders at once", i)
+				return
+			}
+			defer inside.Store(false)
+			// The holder's own work, on the same pool.
+			err = pgx.BeginFunc(ctx, p, func(tx pgx.Tx) error {
+				_, err := tx.Exec(ctx, "SELECT pg_sleep(0.01)")
+				return err
+			})
+			if err != nil {
+				errs <- fmt.Errorf("contender %d: work while holding the lock: %w", i, err)
+				return
+			}
+			done.Add(1)
+		})
+	}
+	began := time.Now()
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	t.Logf("%d of %d contenders done in %v on a pool of MaxConns %d", done.Load(), contenders, time.Since(began), p.Config().MaxConns)
+	if done.Load() != contenders {
+		t.Fatalf("%d of %d contenders completed", done.Load(), contenders)
 	}
 }
