@@ -31,3 +31,31 @@ type invalidArgument struct{ msg string }
 func (e *invalidArgument) Error() string { return e.msg }
 
 func (e *invalidArgument) Is(target error) bool { return target == ErrInvalidArgument }
+
+// AmbiguousCommitError reports that a write was sent to the server but its
+// outcome is unknown: the connection failed, or the caller's context ended
+// and the statement could not be confirmed stopped, before the server's
+// answer arrived. The write may or may not have committed; the caller must
+// check the data (or make the work idempotent) before trying again, and
+// retry loops never retry it.
+//
+// It matches ErrOutcomeUnknown with errors.Is, and unwraps to its cause, so
+// errors.Is(err, context.Canceled) still holds when the caller's context
+// ended the call. Every package returns this one type.
+type AmbiguousCommitError struct {
+	Err error // why the outcome is unknown
+}
+
+// Error says the outcome is unknown and why.
+func (e *AmbiguousCommitError) Error() string {
+	if e.Err == nil {
+		return "concurkit: commit outcome unknown"
+	}
+	return "concurkit: commit outcome unknown: " + e.Err.Error()
+}
+
+// Unwrap returns the cause.
+func (e *AmbiguousCommitError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrOutcomeUnknown) true.
+func (e *AmbiguousCommitError) Is(target error) bool { return target == ErrOutcomeUnknown }

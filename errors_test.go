@@ -1,6 +1,7 @@
 package concurkit_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -32,5 +33,22 @@ func TestInvalidArgumentError(t *testing.T) {
 	}
 	if got := wrapped.Error(); got != "pkg: invalid key: empty" {
 		t.Errorf("message %q", got)
+	}
+}
+
+func TestAmbiguousCommitError(t *testing.T) {
+	err := fmt.Errorf("op: %w", &concurkit.AmbiguousCommitError{Err: context.Canceled})
+	if !errors.Is(err, concurkit.ErrOutcomeUnknown) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("%v: does not match ErrOutcomeUnknown and context.Canceled", err)
+	}
+	if errors.Is(err, concurkit.ErrInvalidArgument) {
+		t.Fatal("matches ErrInvalidArgument")
+	}
+	var ae *concurkit.AmbiguousCommitError
+	if !errors.As(err, &ae) || ae.Err != context.Canceled {
+		t.Fatalf("errors.As: %v", ae)
+	}
+	if got := (&concurkit.AmbiguousCommitError{}).Error(); got != "concurkit: commit outcome unknown" {
+		t.Fatalf("nil cause: %q", got)
 	}
 }

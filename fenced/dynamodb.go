@@ -10,7 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/concurkit/concurkit/internal/dynamodbapi"
+	"github.com/concurkit/concurkit/internal/dynamoapi"
 	"github.com/concurkit/concurkit/internal/handle"
 )
 
@@ -20,7 +20,7 @@ type DynamoDBPutter interface {
 }
 
 // DynamoDBUpdater is the part of *dynamodb.Client that DynamoDBCounter uses.
-type DynamoDBUpdater = dynamodbapi.Updater
+type DynamoDBUpdater = dynamoapi.Updater
 
 var _ DynamoDBPutter = (*dynamodb.Client)(nil)
 

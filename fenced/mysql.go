@@ -7,16 +7,17 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/concurkit/concurkit/internal/dbtx"
 	"github.com/concurkit/concurkit/internal/handle"
 	"github.com/concurkit/concurkit/internal/ident"
 	"github.com/concurkit/concurkit/internal/mysqlcancel"
+	"github.com/concurkit/concurkit/internal/mysqlerr"
+	"github.com/concurkit/concurkit/internal/sqldb"
 	"github.com/concurkit/concurkit/internal/sqlerr"
 )
 
 // SQLDBTX is the part of a database/sql *DB, *Conn or *Tx that the MySQL
 // and MariaDB functions use.
-type SQLDBTX = dbtx.SQL
+type SQLDBTX = sqldb.DBTX
 
 // SQL templates; %[n]s are quoted identifiers, never values.
 const (
@@ -172,7 +173,7 @@ func NewMySQLSequence(db SQLDBTX, name ...string) (*MySQLSequence, error) {
 func (s *MySQLSequence) Next(ctx context.Context) (Token, error) {
 	var v int64
 	if err := s.db.QueryRowContext(ctx, fmt.Sprintf(myNextval, s.name)).Scan(&v); err != nil {
-		if sqlerr.MySQLNumber(err) == sqlerr.MariaDBSequenceRunOut {
+		if mysqlerr.Number(err) == sqlerr.MariaDBSequenceRunOut {
 			return 0, fmt.Errorf("%w: NEXTVAL(%s): %w", ErrTokenOverflow, s.name, err)
 		}
 		return 0, fmt.Errorf("fenced: NEXTVAL(%s): %w", s.name, err)

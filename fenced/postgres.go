@@ -8,15 +8,15 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/concurkit/concurkit/internal/dbtx"
 	"github.com/concurkit/concurkit/internal/handle"
 	"github.com/concurkit/concurkit/internal/ident"
+	"github.com/concurkit/concurkit/internal/pgxdb"
 	"github.com/concurkit/concurkit/internal/sqlerr"
 )
 
 // DBTX is the part of a pgx v5 pool, connection or transaction that the
 // PostgreSQL functions use.
-type DBTX = dbtx.Postgres
+type DBTX = pgxdb.DBTX
 
 // SQL templates; %[n]s are quoted identifiers, never values.
 const (

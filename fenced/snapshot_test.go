@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/concurkit/concurkit/fenced"
+	"github.com/concurkit/concurkit/internal/mysqlerr"
 	"github.com/concurkit/concurkit/internal/sqlerr"
 	"github.com/concurkit/concurkit/internal/testenv"
 	"github.com/concurkit/concurkit/retry"
@@ -128,7 +129,7 @@ func TestStaleTokenInSnapshotMariaDB(t *testing.T) {
 		}
 		defer conn.Close()
 		if _, err := conn.ExecContext(ctx, "SET SESSION innodb_snapshot_isolation = ON"); err != nil {
-			if sqlerr.MySQLNumber(err) == 1193 { // unknown system variable: server older than 10.6.18
+			if mysqlerr.Number(err) == 1193 { // unknown system variable: server older than 10.6.18
 				t.Skipf("server has no innodb_snapshot_isolation: %v", err)
 			}
 			t.Fatal(err)
@@ -151,7 +152,7 @@ func TestStaleTokenInSnapshotMariaDB(t *testing.T) {
 			}
 			err = e.write(ctx, tx, key, 5, "A")
 			_ = tx.Rollback()
-			if sqlerr.Classify(err) != sqlerr.Serialization || !retry.IsRetryable(err) {
+			if mysqlerr.Classify(err) != sqlerr.Serialization || !retry.IsRetryable(err) {
 				t.Fatalf("%s: A's write = %v; want MariaDB 1020 classified as a retryable serialization failure", e.name, err)
 			}
 			if _, tok, err := e.read(ctx, key); err != nil || tok != 6 {

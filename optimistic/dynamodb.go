@@ -11,12 +11,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/concurkit/concurkit/internal/dynamodbapi"
+	"github.com/concurkit/concurkit/internal/dynamoapi"
 	"github.com/concurkit/concurkit/internal/ident"
 )
 
 // DynamoDBClient is the part of *dynamodb.Client that UpdateDynamoDB uses.
-type DynamoDBClient = dynamodbapi.Updater
+type DynamoDBClient = dynamoapi.Updater
 
 // Expressions of the DynamoDB CAS. attribute_exists(#k) makes a missing item
 // fail the condition instead of being created by UpdateItem; with
@@ -56,7 +56,7 @@ func UpdateDynamoDB(ctx context.Context, db DynamoDBClient, t Table, key any, ex
 			return 0, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 		}
 	}
-	keyAV, err := dynamodbapi.Marshal(key)
+	keyAV, err := dynamoapi.Marshal(key)
 	if err != nil {
 		return 0, fmt.Errorf("%w: key: %w", ErrInvalidArgument, err)
 	}
@@ -70,7 +70,7 @@ func UpdateDynamoDB(ctx context.Context, db DynamoDBClient, t Table, key any, ex
 	update.WriteString(dynSetVer)
 	for i, c := range cols {
 		n, v := "#c"+strconv.Itoa(i), ":c"+strconv.Itoa(i)
-		av, err := dynamodbapi.Marshal(set[c])
+		av, err := dynamoapi.Marshal(set[c])
 		if err != nil {
 			return 0, fmt.Errorf("%w: value of %q: %w", ErrInvalidArgument, c, err)
 		}

@@ -7,14 +7,14 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/concurkit/concurkit/internal/dbtx"
 	"github.com/concurkit/concurkit/internal/ident"
 	"github.com/concurkit/concurkit/internal/mysqlcancel"
+	"github.com/concurkit/concurkit/internal/sqldb"
 )
 
 // SQLDB is the part of database/sql that UpdateMySQL uses; *sql.DB,
 // *sql.Conn and *sql.Tx all satisfy it.
-type SQLDB = dbtx.SQL
+type SQLDB = sqldb.DBTX
 
 // myCAS is the MySQL/MariaDB CAS statement: the hand-written
 // compare-and-swap, nothing more. A matching row always changes (its

@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/concurkit/concurkit/internal/dbtx"
 	"github.com/concurkit/concurkit/internal/ident"
+	"github.com/concurkit/concurkit/internal/pgxdb"
 )
 
 // DBTX is the part of pgx v5 that UpdatePostgres uses; *pgxpool.Pool,
 // *pgx.Conn and pgx.Tx all satisfy it.
-type DBTX = dbtx.Postgres
+type DBTX = pgxdb.DBTX
 
 // pgCAS is the PostgreSQL CAS statement. The CTE's UPDATE and the outer
 // SELECT share one snapshot, so EXISTS sees the row as it was when the

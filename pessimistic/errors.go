@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/concurkit/concurkit/internal/mysqlerr"
 	"github.com/concurkit/concurkit/internal/sqlerr"
 )
 
@@ -114,10 +115,13 @@ func mapError(ctx context.Context, err error, wait WaitPolicy, lockTimeout bool)
 	if err == nil || mapped(err) {
 		return err
 	}
-	if sqlerr.MySQLNumber(err) == mariaDBRecordChanged {
+	if mysqlerr.Number(err) == mariaDBRecordChanged {
 		return wrap(ErrSerialization, err)
 	}
 	class := sqlerr.Classify(err)
+	if class == sqlerr.Unknown {
+		class = mysqlerr.Classify(err)
+	}
 	if cerr := ctx.Err(); cerr != nil && (class == sqlerr.Unknown || class == sqlerr.QueryCanceled) {
 		if errors.Is(err, cerr) {
 			return err

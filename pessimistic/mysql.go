@@ -11,16 +11,16 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/concurkit/concurkit/internal/dbtx"
 	"github.com/concurkit/concurkit/internal/handle"
 	"github.com/concurkit/concurkit/internal/ident"
+	"github.com/concurkit/concurkit/internal/sqldb"
 )
 
 // SQLDBTX is the database/sql query interface: *sql.DB, *sql.Conn and
 // *sql.Tx satisfy it. The MySQL helpers generate MariaDB 10.11 / MySQL 8
 // syntax (github.com/go-sql-driver/mysql); row locks last until the end of
 // the transaction, so pass a *sql.Tx.
-type SQLDBTX = dbtx.SQL
+type SQLDBTX = sqldb.DBTX
 
 // SQLBeginner starts database/sql transactions: *sql.DB and *sql.Conn
 // satisfy it.

@@ -12,16 +12,16 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/concurkit/concurkit/internal/dbtx"
 	"github.com/concurkit/concurkit/internal/handle"
 	"github.com/concurkit/concurkit/internal/ident"
+	"github.com/concurkit/concurkit/internal/pgxdb"
 )
 
 // DBTX is the pgx v5 query interface (the shape of sqlc's DBTX):
 // *pgxpool.Pool, *pgxpool.Conn, *pgx.Conn and pgx.Tx all satisfy it. Row
 // locks last until the end of the transaction, so the lock helpers are meant
 // to be given a pgx.Tx (the one InTx passes to its closure).
-type DBTX = dbtx.Postgres
+type DBTX = pgxdb.DBTX
 
 // Beginner starts pgx transactions: *pgxpool.Pool, *pgxpool.Conn and
 // *pgx.Conn satisfy it.

@@ -77,9 +77,12 @@ func (e *ExhaustedError) Is(target error) bool { return target == ErrExhausted }
 // IsRetryable is the default classifier. It reports true for errors that
 // declare themselves retryable through a `Retryable() bool` method anywhere
 // in their chain (optimistic.ErrConflict, pessimistic.ErrDeadlock and
-// pessimistic.ErrSerialization do) and for raw driver errors that are
-// deadlocks or serialization failures (PostgreSQL 40P01/40001, MySQL 1213).
-// Context errors are never retryable.
+// pessimistic.ErrSerialization do) and for raw PostgreSQL errors that are
+// deadlocks or serialization failures (SQLSTATE 40P01/40001, found through
+// the error's SQLState() method). Raw MySQL/MariaDB driver errors are not
+// recognised here (this package imports no driver): the MySQL helpers map
+// them to the retryable sentinels first. Context errors are never
+// retryable.
 func IsRetryable(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false

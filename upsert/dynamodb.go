@@ -12,7 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/concurkit/concurkit/internal/dynamodbapi"
+	"github.com/concurkit/concurkit/internal/dynamoapi"
 	"github.com/concurkit/concurkit/internal/ident"
 )
 
@@ -44,7 +44,7 @@ func dynItem(db DynamoDBClient, t Table, row map[string]any) (spec, map[string]t
 		if err := ident.DynamoDBAttribute(c); err != nil {
 			return s, nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 		}
-		av, err := dynamodbapi.Marshal(row[c])
+		av, err := dynamoapi.Marshal(row[c])
 		if err != nil {
 			return s, nil, fmt.Errorf("%w: value of %q: %w", ErrInvalidArgument, c, err)
 		}

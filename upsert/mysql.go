@@ -7,14 +7,14 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/concurkit/concurkit/internal/dbtx"
 	"github.com/concurkit/concurkit/internal/ident"
 	"github.com/concurkit/concurkit/internal/mysqlcancel"
+	"github.com/concurkit/concurkit/internal/sqldb"
 )
 
 // SQLDB is the part of database/sql that the MySQL helpers use; *sql.DB,
 // *sql.Conn and *sql.Tx all satisfy it.
-type SQLDB = dbtx.SQL
+type SQLDB = sqldb.DBTX
 
 // MySQL statements. %[1]s table, %[2]s column list, %[3]s placeholders,
 // %[4]s key column, %[5]s assignments before the marker ("c = VALUES(c), ").

@@ -9,13 +9,13 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/concurkit/concurkit/internal/dbtx"
 	"github.com/concurkit/concurkit/internal/ident"
+	"github.com/concurkit/concurkit/internal/pgxdb"
 )
 
 // DBTX is the part of pgx v5 that the PostgreSQL helpers use;
 // *pgxpool.Pool, *pgx.Conn and pgx.Tx all satisfy it.
-type DBTX = dbtx.Postgres
+type DBTX = pgxdb.DBTX
 
 // PostgreSQL statements. %[1]s table, %[2]s column list, %[3]s placeholders,
 // %[4]s key column.

@@ -20,13 +20,13 @@ import (
 
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/fenced"
-	"github.com/concurkit/concurkit/internal/dynamodbapi"
+	"github.com/concurkit/concurkit/internal/dynamoapi"
 	"github.com/concurkit/concurkit/internal/handle"
 	"github.com/concurkit/concurkit/internal/lease"
 )
 
 // API is the part of *dynamodb.Client the locker uses.
-type API = dynamodbapi.Updater
+type API = dynamoapi.Updater
 
 // Attribute names of a lock item (besides the partition key).
 const (

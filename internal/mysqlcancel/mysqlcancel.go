@@ -14,7 +14,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/concurkit/concurkit/internal/dbtx"
+	"github.com/concurkit/concurkit/internal/mysqlerr"
+	"github.com/concurkit/concurkit/internal/sqldb"
 	"github.com/concurkit/concurkit/internal/sqlerr"
 )
 
@@ -39,11 +40,14 @@ const maxBadConnAttempts = 3
 // *sqlerr.AmbiguousCommitError when the statement may still have
 // committed. A statement that finished before it could be stopped returns
 // its result and no error.
-func Exec(ctx context.Context, db dbtx.SQL, query string, args ...any) (sql.Result, error) {
-	return exec(ctx, db, Budget, query, args)
+func Exec(ctx context.Context, db sqldb.DBTX, query string, args ...any) (sql.Result, error) {
+	res, err := exec(ctx, db, Budget, query, args)
+	// Deadlocks and MariaDB 1020 become recognisable to retry.IsRetryable,
+	// which links no driver.
+	return res, mysqlerr.Mark(err)
 }
 
-func exec(ctx context.Context, db dbtx.SQL, budget time.Duration, query string, args []any) (sql.Result, error) {
+func exec(ctx context.Context, db sqldb.DBTX, budget time.Duration, query string, args []any) (sql.Result, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err // nothing sent
 	}

@@ -11,7 +11,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/concurkit/concurkit/internal/dbtx"
+	"github.com/concurkit/concurkit/internal/mysqlerr"
+	"github.com/concurkit/concurkit/internal/sqldb"
 	"github.com/concurkit/concurkit/internal/sqlerr"
 	"github.com/concurkit/concurkit/internal/testenv"
 )
@@ -80,7 +81,7 @@ func (f *fixture) poll(t *testing.T, what, q string, want func(n int) bool) {
 // cancelWhileQueued runs the bump on h with the given budget, waits until
 // the server shows it queued behind the holder's lock, cancels its context
 // and returns its error (failing if it does not return within 10 s).
-func (f *fixture) cancelWhileQueued(t *testing.T, h dbtx.SQL, budget time.Duration) error {
+func (f *fixture) cancelWhileQueued(t *testing.T, h sqldb.DBTX, budget time.Duration) error {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
@@ -127,7 +128,7 @@ func TestCancelStopsQueuedWriteDB(t *testing.T) {
 	err := f.cancelWhileQueued(t, db, Budget)
 	t.Logf("returned %v after start: %v", time.Since(start), err)
 	var amb *sqlerr.AmbiguousCommitError
-	if !errors.Is(err, context.Canceled) || errors.As(err, &amb) || sqlerr.MySQLNumber(err) != 1317 {
+	if !errors.Is(err, context.Canceled) || errors.As(err, &amb) || mysqlerr.Number(err) != 1317 {
 		t.Fatalf("err = %v; want context.Canceled with the server's 1317, not ambiguous", err)
 	}
 	if v := f.releaseAndRead(t); v != 10 {
@@ -220,7 +221,7 @@ func TestExecResultAndDoneContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback()
-	for i, h := range []dbtx.SQL{db, conn} {
+	for i, h := range []sqldb.DBTX{db, conn} {
 		name := []string{"db", "conn"}[i]
 		res, err := Exec(ctx, h, "UPDATE t SET v = ? WHERE id = ?", 20+i, 1)
 		if err != nil {
@@ -229,7 +230,7 @@ func TestExecResultAndDoneContext(t *testing.T) {
 		if n, _ := res.RowsAffected(); n != 1 {
 			t.Fatalf("%s: %d rows affected", name, n)
 		}
-		if _, err := Exec(ctx, h, "INSERT INTO t VALUES (1, 0)"); sqlerr.Classify(err) != sqlerr.UniqueViolation {
+		if _, err := Exec(ctx, h, "INSERT INTO t VALUES (1, 0)"); mysqlerr.Classify(err) != sqlerr.UniqueViolation {
 			t.Fatalf("%s: duplicate insert = %v", name, err)
 		}
 		done, cancel := context.WithCancel(ctx)

@@ -3,11 +3,7 @@
 // server error number, never from message text.
 package sqlerr
 
-import (
-	"errors"
-
-	"github.com/go-sql-driver/mysql"
-)
+import "errors"
 
 // Class is what an error means for concurrency control.
 type Class int
@@ -75,17 +71,10 @@ func SQLState(err error) string {
 	return ""
 }
 
-// MySQLNumber returns the MySQL/MariaDB server error number in err's chain,
-// or 0.
-func MySQLNumber(err error) uint16 {
-	var e *mysql.MySQLError
-	if errors.As(err, &e) {
-		return e.Number
-	}
-	return 0
-}
-
-// Classify returns the class of err.
+// Classify returns the class of a PostgreSQL error in err's chain (found
+// through its SQLState() method), or Unknown. MySQL/MariaDB errors are
+// classified by internal/mysqlerr, which imports the driver; this package
+// imports only the standard library.
 func Classify(err error) Class {
 	if err == nil {
 		return Unknown
@@ -102,7 +91,12 @@ func Classify(err error) Class {
 	case PGQueryCanceled:
 		return QueryCanceled
 	}
-	switch MySQLNumber(err) {
+	return Unknown
+}
+
+// ClassifyMySQL returns the class of a MySQL/MariaDB server error number.
+func ClassifyMySQL(number uint16) Class {
+	switch number {
 	case MySQLDeadlock:
 		return Deadlock
 	case MariaDBRecordChanged:
@@ -119,13 +113,12 @@ func Classify(err error) Class {
 	return Unknown
 }
 
-// Retryable reports whether err is a deadlock or a serialization failure
-// (MariaDB's 1020 included): the database rolled the transaction back and
-// running it again may succeed.
-func Retryable(err error) bool {
-	switch Classify(err) {
-	case Serialization, Deadlock:
-		return true
-	}
-	return false
-}
+// Retryable reports whether err is a PostgreSQL deadlock or serialization
+// failure: the database rolled the transaction back and running it again
+// may succeed. internal/mysqlerr.Retryable is the MySQL/MariaDB
+// counterpart.
+func Retryable(err error) bool { return Classify(err).Retryable() }
+
+// Retryable reports whether errors of class c are worth running the
+// transaction again: deadlocks and serialization failures.
+func (c Class) Retryable() bool { return c == Serialization || c == Deadlock }

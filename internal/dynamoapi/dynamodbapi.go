@@ -1,4 +1,4 @@
-package dynamodbapi
+package dynamoapi
 
 import (
 	"context"
