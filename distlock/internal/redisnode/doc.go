@@ -5,7 +5,8 @@
 //
 //   - acquire.lua takes the lock only if it is free and the caller's token
 //     is not lower than the highest token that ever acquired the key
-//     (recorded under key + FenceKeySuffix);
+//     (recorded under FenceKey(key), which shares LockKey(key)'s Redis
+//     Cluster hash slot and never equals another user key's Redis key);
 //   - extend.lua and release.lua are compare-and-pexpire and
 //     compare-and-delete on the lock value, so an expired holder never
 //     renews or deletes its successor's lock;
