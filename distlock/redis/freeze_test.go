@@ -136,3 +136,74 @@ func deadline(t testing.TB, ls distlock.Lease) time.Time {
 	}
 	return d.Deadline()
 }
+
+// TestFrozenServerHeldLease holds a lease across a freeze: while the
+// server is frozen nobody gets the key and the holder's Extend fails
+// without ending the lease (an uncertain outcome); after the thaw the
+// holder still owns the key, renews and releases it, and only then does
+// another locker get it.
+func TestFrozenServerHeldLease(t *testing.T) {
+	procs := testenv.StartRedis(t, 1)
+	tokens := &counter{} // shared, as one sequence is by all processes
+	newLocker := func() *redis.Locker {
+		c := goredis.NewClient(&goredis.Options{Addr: procs[0].Addr}) // defaults
+		t.Cleanup(func() { _ = c.Close() })
+		l, err := redis.New(c, tokens, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	holder, other := newLocker(), newLocker()
+	ctx := t.Context()
+	held, err := holder.Acquire(ctx, "held", &distlock.Options{TTL: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	procs[0].Freeze(t)
+	sctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	start := time.Now()
+	ls, err := other.TryAcquire(sctx, "held", nil)
+	cancel()
+	within(t, "TryAcquire(300ms deadline) of the held key, server frozen", time.Since(start), time.Second)
+	if err == nil {
+		_ = ls.Release(ctx)
+		t.Fatal("another locker took the held key")
+	}
+	sctx, cancel = context.WithTimeout(ctx, 300*time.Millisecond)
+	start = time.Now()
+	err = held.Extend(sctx, 10*time.Second)
+	cancel()
+	within(t, "Extend(300ms deadline), server frozen", time.Since(start), time.Second)
+	if err == nil || errors.Is(err, distlock.ErrLeaseLost) || held.Context().Err() != nil {
+		t.Fatalf("Extend with the server frozen = %v (lease ctx %v), want an uncertain error", err, held.Context().Err())
+	}
+	procs[0].Thaw(t)
+
+	if ls, err := other.TryAcquire(ctx, "held", nil); !errors.Is(err, distlock.ErrNotAcquired) {
+		if ls != nil {
+			_ = ls.Release(ctx)
+		}
+		t.Fatalf("TryAcquire of the held key after thaw = %v, want ErrNotAcquired", err)
+	}
+	if err := held.Extend(ctx, 10*time.Second); err != nil {
+		t.Fatalf("Extend after thaw = %v", err)
+	}
+	if err := held.Release(ctx); err != nil {
+		t.Fatalf("Release after thaw = %v", err)
+	}
+	// Acquire, not TryAcquire: other's abandoned TryAcquire may only now
+	// reach the thawed server and hold the free key for the moment until
+	// its cleanup deletes it.
+	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	ls, err = other.Acquire(actx, "held", nil)
+	if err != nil {
+		t.Fatalf("Acquire after Release = %v", err)
+	}
+	if ls.Token() <= held.Token() {
+		t.Errorf("token %v after %v", ls.Token(), held.Token())
+	}
+	_ = ls.Release(ctx)
+}

@@ -262,3 +262,61 @@ func TestFrozenMasterExclusion(t *testing.T) {
 		t.Fatalf("%d violations of mutual exclusion", v)
 	}
 }
+
+// TestFrozenMasterCleanupInBackground: even with clients that honour
+// context deadlines (so the per-node timeout always reached the socket),
+// a failed TryAcquire and a Release used to wait for the compare-and-delete
+// on the frozen master, up to CleanupTimeout (1 s) each. The caller must
+// not wait for stragglers.
+func TestFrozenMasterCleanupInBackground(t *testing.T) {
+	procs := testenv.StartRedis(t, 5)
+	clients := func() []*goredis.Client {
+		cs := make([]*goredis.Client, len(procs))
+		for i, p := range procs {
+			cs[i] = goredis.NewClient(&goredis.Options{Addr: p.Addr, ContextTimeoutEnabled: true})
+			t.Cleanup(func() { _ = cs[i].Close() })
+		}
+		return cs
+	}
+	src := &counter{}
+	a, err := redlock.New(clients(), src, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := redlock.New(clients(), src, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	held, err := a.Acquire(ctx, "held", &distlock.Options{TTL: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Quiesce() // the lock is on every master, the one about to freeze too
+	procs[4].Freeze(t)
+
+	start := time.Now()
+	_, err = b.TryAcquire(ctx, "held", nil)
+	within(t, "TryAcquire of a held key, 1 of 5 frozen", time.Since(start), 500*time.Millisecond)
+	if !errors.Is(err, distlock.ErrNotAcquired) {
+		t.Fatalf("TryAcquire = %v, want ErrNotAcquired", err)
+	}
+	start = time.Now()
+	err = held.Release(ctx)
+	within(t, "Release, 1 of 5 frozen", time.Since(start), 500*time.Millisecond)
+	if err != nil {
+		t.Fatalf("Release = %v", err)
+	}
+	start = time.Now()
+	ls, err := b.TryAcquire(ctx, "held", nil)
+	within(t, "TryAcquire of the released key, 1 of 5 frozen", time.Since(start), 500*time.Millisecond)
+	if err != nil {
+		t.Fatalf("TryAcquire after Release = %v", err)
+	}
+	start = time.Now()
+	err = ls.Release(ctx)
+	within(t, "Release, 1 of 5 frozen", time.Since(start), 500*time.Millisecond)
+	if err != nil {
+		t.Fatalf("Release = %v", err)
+	}
+}
