@@ -13,7 +13,11 @@
 //   - Attempt mints a token before taking the lock (never after: a holder
 //     paused between taking the lock and minting could otherwise mint a
 //     token above its successor's), reuses it while the lock is merely
-//     busy and mints a fresh one when a node calls it stale.
+//     busy and mints a fresh one when a node calls it stale;
+//   - Request bounds a request by the caller's context whatever the
+//     client options (go-redis ignores context deadlines on the socket
+//     without ContextTimeoutEnabled): the request then runs in a goroutine
+//     of a Background, and one given up on can be undone after it returns.
 //
 // The backends keep what differs: one node versus a majority of
 // independent masters, validity accounting and error reporting.

@@ -170,7 +170,8 @@ func (b *Background) Wait() { b.wg.Wait() }
 // with the late answer once call returns, so what a request did after
 // its caller gave up can be undone in order, after it.
 func Request(ctx, reqCtx context.Context, honours bool, bg *Background, call func(ctx context.Context) (int64, error), orphan func(n int64, err error)) (n int64, err error, abandoned bool) {
-	if honours && stopsInTime(ctx, reqCtx) {
+	if (honours && stopsInTime(ctx, reqCtx)) || (ctx.Done() == nil && reqCtx.Done() == nil) {
+		// The client stops in time, or nobody would ever stop waiting.
 		n, err = call(reqCtx)
 		return n, err, false
 	}

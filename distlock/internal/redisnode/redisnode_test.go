@@ -1,6 +1,8 @@
 package redisnode
 
 import (
+	"context"
+	"errors"
 	"math"
 	"strings"
 	"testing"
@@ -72,6 +74,55 @@ func TestNoValidity(t *testing.T) {
 	} {
 		if got := NoValidity(tc.ttl, tc.drift, tc.margin); got != tc.want {
 			t.Errorf("NoValidity(%v, %v, %v) = %v, want %v", tc.ttl, tc.drift, tc.margin, got, tc.want)
+		}
+	}
+}
+
+func TestRequest(t *testing.T) {
+	var bg Background
+	release := make(chan struct{})
+	slow := func(context.Context) (int64, error) { <-release; return 1, nil }
+	orphaned := make(chan int64, 1)
+	orphan := func(n int64, err error) { orphaned <- n }
+
+	// A client that ignores deadlines: Request returns at ctx's deadline,
+	// and the late answer goes to orphan once the call returns.
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel()
+	n, err, abandoned := Request(ctx, ctx, false, &bg, slow, orphan)
+	if !abandoned || !errors.Is(err, context.DeadlineExceeded) || n != 0 {
+		t.Fatalf("Request = %d, %v, %v; want abandoned at the deadline", n, err, abandoned)
+	}
+	close(release)
+	if n := <-orphaned; n != 1 {
+		t.Fatalf("orphan got %d", n)
+	}
+	bg.Wait()
+
+	// reqCtx ending first also ends the wait.
+	block := make(chan struct{})
+	rctx, rcancel := context.WithCancel(context.Background())
+	rcancel()
+	_, err, abandoned = Request(t.Context(), rctx, false, &bg, func(context.Context) (int64, error) { <-block; return 0, nil }, nil)
+	if !abandoned || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Request with reqCtx done = %v, %v", err, abandoned)
+	}
+	close(block)
+	bg.Wait()
+
+	// Fast paths: no goroutine when the client stops in time by itself or
+	// nobody would stop waiting; the call runs on the caller's goroutine.
+	onCaller := func(context.Context) (int64, error) { return 7, nil }
+	for _, tc := range []struct {
+		name    string
+		ctx     context.Context
+		honours bool
+	}{
+		{"background", context.Background(), false},
+		{"honours with deadline", ctx, true},
+	} {
+		if n, err, abandoned := Request(tc.ctx, tc.ctx, tc.honours, nil, onCaller, nil); n != 7 || err != nil || abandoned {
+			t.Fatalf("%s: %d, %v, %v", tc.name, n, err, abandoned)
 		}
 	}
 }
