@@ -150,3 +150,16 @@ func ExampleLocker_TryAcquire() {
 	// second TryAcquire while held: true
 	// after Release: true true
 }
+
+// The Redis keys of a lock: the hash tag keeps a lock and its fence record
+// in one Redis Cluster slot, and a key that looks like another key's fence
+// record is a lock of its own.
+func ExampleLockKey() {
+	for _, key := range []string{"order-42", "order-42:fence", "{order-42}"} {
+		fmt.Println(redis.LockKey(key), redis.FenceKey(key))
+	}
+	// Output:
+	// ck:{order-42}:lock ck:{order-42}:fence
+	// ck:{order-42:fence}:lock ck:{order-42:fence}:fence
+	// ck:{%7Border-42%7D}:lock ck:{%7Border-42%7D}:fence
+}

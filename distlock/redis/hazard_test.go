@@ -66,7 +66,7 @@ func TestMintAfterAcquireHazard(t *testing.T) {
 		g := accountsTable(t, pool)
 		key := prefix + "after"
 		// A acquires without a token yet...
-		if ok, err := c.SetNX(ctx, key, "A", ttl).Result(); err != nil || !ok {
+		if ok, err := c.SetNX(ctx, redis.LockKey(key), "A", ttl).Result(); err != nil || !ok {
 			t.Fatalf("A: SET NX = %v, %v", ok, err)
 		}
 		// ...and is paused here. B's Acquire returns once A's key expired.
@@ -152,7 +152,7 @@ func TestMintAfterAcquireHazard(t *testing.T) {
 		if res, err := l.AttemptWithToken(ctx, key, time.Second, t2); err != nil || res != 1 {
 			t.Fatalf("newer token attempt = %d, %v", res, err)
 		}
-		if err := c.Del(ctx, key).Err(); err != nil {
+		if err := c.Del(ctx, redis.LockKey(key)).Err(); err != nil {
 			t.Fatal(err)
 		}
 		if res, err := l.AttemptWithToken(ctx, key, time.Second, t1); err != nil || res != -1 {

@@ -15,10 +15,16 @@ import (
 	"github.com/concurkit/concurkit/internal/lease"
 )
 
-// FenceKeySuffix is appended to a lock key to name the key that records the
-// highest fencing token that acquired the lock. Do not use a lock key that
-// equals another lock key plus this suffix.
-const FenceKeySuffix = redisnode.FenceKeySuffix
+// LockKey returns the Redis key that holds the lock on key:
+// "ck:{E}:lock", where E is key with '%', '{' and '}' percent-encoded.
+// The hash tag {E} puts it in the same Redis Cluster slot as FenceKey(key),
+// and no two keys map to the same Redis key. Operators can read a lock's
+// holder with GET LockKey(key) ("<token>:<holder id>").
+func LockKey(key string) string { return redisnode.LockKey(key) }
+
+// FenceKey returns the Redis key that records the highest fencing token
+// that acquired key: "ck:{E}:fence", in LockKey(key)'s hash slot.
+func FenceKey(key string) string { return redisnode.FenceKey(key) }
 
 // Default values of the zero Config fields.
 const (
@@ -45,8 +51,9 @@ type Config struct {
 	// a lock key) outlives the last acquisition. Zero means
 	// DefaultFenceTTL. It is raised to the lock TTL if shorter.
 	FenceTTL time.Duration
-	// CleanupTimeout bounds each best-effort delete of a lock whose
-	// acquisition outcome is unknown and each Release. Zero means
+	// CleanupTimeout bounds each Release (together with the caller's
+	// deadline) and each best-effort delete, run in the background, of a
+	// lock whose acquisition outcome is unknown. Zero means
 	// DefaultCleanupTimeout.
 	CleanupTimeout time.Duration
 }
@@ -69,18 +76,24 @@ func (c *Config) resolve() (Config, error) {
 // use; each Acquire returns a fresh distlock.Lease.
 type Locker struct {
 	client  goredis.Scripter
+	honours bool // client applies context deadlines to its socket itself
 	source  fenced.Source
 	cfg     Config
 	scripts *redisnode.Scripts
+	bg      redisnode.Background
 }
 
 var _ distlock.Locker = (*Locker)(nil)
 
 // New returns a Locker that takes locks on client (a *redis.Client,
 // *redis.Ring or *redis.ClusterClient of github.com/redis/go-redis/v9) and
-// mints fencing tokens from source. It returns an error matching
-// distlock.ErrInvalidOptions for a nil client or source or a negative
-// Config field.
+// mints fencing tokens from source. Any client options work: every call
+// returns by its context's deadline even when the client does not apply
+// deadlines to the socket (go-redis without ContextTimeoutEnabled); with
+// ContextTimeoutEnabled a request given up on also ends at once instead
+// of at the client's ReadTimeout. It returns an error matching
+// distlock.ErrInvalidOptions for a nil client or source (also a typed nil
+// such as a nil *redis.Client) or a negative Config field.
 func New(client goredis.Scripter, source fenced.Source, cfg *Config) (*Locker, error) {
 	if handle.IsNil(client) {
 		return nil, fmt.Errorf("%w: redis: nil client", distlock.ErrInvalidOptions)
@@ -94,6 +107,7 @@ func New(client goredis.Scripter, source fenced.Source, cfg *Config) (*Locker, e
 	}
 	return &Locker{
 		client:  client,
+		honours: redisnode.HonoursDeadline(client),
 		source:  source,
 		cfg:     c,
 		scripts: redisnode.NewScripts(),
@@ -106,17 +120,20 @@ func New(client goredis.Scripter, source fenced.Source, cfg *Config) (*Locker, e
 // It returns distlock.ErrInvalidKey for an empty key,
 // distlock.ErrInvalidOptions for a negative TTL or one too short to leave
 // any validity after drift and margin, errors.Join(distlock.ErrNotAcquired,
-// ctx.Err()) when ctx ends first, and the wrapped error of the server or
-// the token source when one fails (Acquire does not spin on a dead server;
-// a lock the failed request may have taken is deleted).
+// ctx.Err()) when ctx ends first (at its deadline, even if the server
+// hangs), and the wrapped error of the server or the token source when one
+// fails (Acquire does not spin on a dead server). A lock that a failed or
+// abandoned request may have taken is deleted in the background, after
+// that request returns.
 func (l *Locker) Acquire(ctx context.Context, key string, opts *distlock.Options) (distlock.Lease, error) {
 	o, err := l.resolve(key, opts)
 	if err != nil {
 		return nil, err
 	}
 	var tok fenced.Token // reused while the lock is busy, re-minted when stale
+	keys := redisnode.NewKeys(key)
 	ls, err := lease.Poll(ctx, lease.PollPolicy{Min: l.cfg.RetryMin, Max: l.cfg.RetryMax},
-		func(ctx context.Context) (*lease.Lease, error) { return l.try(ctx, key, o, &tok) })
+		func(ctx context.Context) (*lease.Lease, error) { return l.try(ctx, key, keys, o, &tok) })
 	if err != nil {
 		return nil, err
 	}
@@ -132,7 +149,7 @@ func (l *Locker) TryAcquire(ctx context.Context, key string, opts *distlock.Opti
 		return nil, err
 	}
 	var tok fenced.Token
-	ls, err := l.try(ctx, key, o, &tok)
+	ls, err := l.try(ctx, key, redisnode.NewKeys(key), o, &tok)
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
 			err = errors.Join(err, cerr)
@@ -147,10 +164,10 @@ func (l *Locker) resolve(key string, opts *distlock.Options) (distlock.Options, 
 	if err != nil {
 		return o, err
 	}
-	// The server counts whole milliseconds; never assume more than it grants.
-	o.TTL = o.TTL.Truncate(time.Millisecond)
-	if o.TTL <= 0 || o.TTL-lease.DefaultDrift(o.TTL)-l.margin(o.TTL) <= 0 {
-		return o, fmt.Errorf("%w: redis: TTL %v leaves no validity after drift and margin", distlock.ErrInvalidOptions, opts.TTL)
+	// The server gets the TTL rounded up to whole milliseconds, so it
+	// holds the lock at least as long as the validity counted from o.TTL.
+	if redisnode.NoValidity(o.TTL, lease.DefaultDrift(o.TTL), l.margin(o.TTL)) {
+		return o, fmt.Errorf("%w: redis: TTL %v leaves no validity after drift and margin", distlock.ErrInvalidOptions, o.TTL)
 	}
 	return o, nil
 }
@@ -165,14 +182,26 @@ func (l *Locker) margin(ttl time.Duration) time.Duration {
 // try makes one acquisition attempt. *tok is the token minted by an
 // earlier attempt, or zero; it is replaced when the server says a higher
 // token already acquired the key (then the attempt is repeated at once).
-func (l *Locker) try(ctx context.Context, key string, o distlock.Options, tok *fenced.Token) (*lease.Lease, error) {
+func (l *Locker) try(ctx context.Context, key string, keys redisnode.Keys, o distlock.Options, tok *fenced.Token) (*lease.Lease, error) {
 	fenceTTL := max(l.cfg.FenceTTL, o.TTL)
+	budget := o.TTL - lease.DefaultDrift(o.TTL) - l.margin(o.TTL) // > 0: checked by resolve
 	return redisnode.Attempt(ctx, l.source, "redis", key, tok, func(tok fenced.Token, value string) (*lease.Lease, bool, error) {
 		start := time.Now() // the server's TTL starts no earlier than this
-		res, err := l.scripts.Acquire(ctx, l.client, key, value, o.TTL, tok, fenceTTL)
+		res, err, abandoned := redisnode.Request(ctx, ctx, l.honours, &l.bg,
+			func(ctx context.Context) (int64, error) {
+				return l.scripts.Acquire(ctx, l.client, keys, value, o.TTL, tok, fenceTTL)
+			},
+			func(n int64, err error) { // the request outlived ctx: undo it, after it
+				if err != nil || n == redisnode.Acquired {
+					l.cleanup(ctx, keys, value)
+				}
+			})
 		if err != nil {
-			// Unknown outcome: the SET may have been applied.
-			l.cleanup(ctx, key, value)
+			// Unknown outcome: the SET may have been applied. An abandoned
+			// request cleans up after itself once it returns.
+			if !abandoned {
+				l.bg.Go(func() { l.cleanup(ctx, keys, value) })
+			}
 			if cerr := ctx.Err(); cerr != nil {
 				return nil, false, errors.Join(distlock.ErrNotAcquired, cerr)
 			}
@@ -180,9 +209,15 @@ func (l *Locker) try(ctx context.Context, key string, o distlock.Options, tok *f
 		}
 		switch res {
 		case redisnode.Acquired:
-			ls, err := l.newLease(key, tok, value, o, start)
+			if time.Since(start) >= budget {
+				// The answer came too late to leave any validity: a lease
+				// born expired is useless, and the lock must go.
+				l.bg.Go(func() { l.cleanup(ctx, keys, value) })
+				return nil, false, fmt.Errorf("%w: %q: acquired after its validity (%v) was used up", distlock.ErrNotAcquired, key, budget)
+			}
+			ls, err := l.newLease(key, keys, tok, value, o, start)
 			if err != nil {
-				l.cleanup(ctx, key, value)
+				l.bg.Go(func() { l.cleanup(ctx, keys, value) })
 				return nil, false, err
 			}
 			return ls, false, nil
@@ -193,7 +228,7 @@ func (l *Locker) try(ctx context.Context, key string, o distlock.Options, tok *f
 	})
 }
 
-func (l *Locker) newLease(key string, tok fenced.Token, value string, o distlock.Options, start time.Time) (*lease.Lease, error) {
+func (l *Locker) newLease(key string, keys redisnode.Keys, tok fenced.Token, value string, o distlock.Options, start time.Time) (*lease.Lease, error) {
 	return lease.New(lease.Config{
 		Key:        key,
 		Token:      tok,
@@ -202,11 +237,16 @@ func (l *Locker) newLease(key string, tok fenced.Token, value string, o distlock
 		Margin:     l.margin(o.TTL),
 		AutoExtend: o.AutoExtend,
 		Backend: lease.Backend{
+			// Both callbacks return by ctx's deadline whatever the client
+			// options; a request given up on finishes in the background.
 			Extend: func(ctx context.Context, ttl time.Duration) error {
-				if ttl.Milliseconds() < 1 {
-					return fmt.Errorf("%w: redis: TTL %v < 1ms", distlock.ErrInvalidOptions, ttl)
+				if drift := lease.DefaultDrift(ttl); ttl <= drift {
+					// PX would be (near) zero: the lock would vanish at once.
+					return fmt.Errorf("%w: redis: TTL %v leaves no validity after the drift %v", distlock.ErrInvalidOptions, ttl, drift)
 				}
-				res, err := l.scripts.Extend(ctx, l.client, key, value, ttl)
+				res, err, _ := redisnode.Request(ctx, ctx, l.honours, &l.bg, func(ctx context.Context) (int64, error) {
+					return l.scripts.Extend(ctx, l.client, keys, value, ttl)
+				}, nil)
 				if err != nil {
 					return fmt.Errorf("redis: extend %q: %w", key, err)
 				}
@@ -216,9 +256,15 @@ func (l *Locker) newLease(key string, tok fenced.Token, value string, o distlock
 				return nil
 			},
 			Release: func(ctx context.Context) error {
-				ctx, cancel := context.WithTimeout(ctx, l.cfg.CleanupTimeout)
-				defer cancel()
-				res, err := l.scripts.Release(ctx, l.client, key, value)
+				// The delete may outlive the caller's wait (ctx), never
+				// CleanupTimeout: it is cut short only by its own bound.
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.CleanupTimeout)
+				res, err, abandoned := redisnode.Request(ctx, rctx, l.honours, &l.bg, func(ctx context.Context) (int64, error) {
+					return l.scripts.Release(ctx, l.client, keys, value)
+				}, func(int64, error) { cancel() })
+				if !abandoned {
+					cancel()
+				}
 				if err != nil {
 					return fmt.Errorf("redis: release %q: %w", key, err)
 				}
@@ -231,11 +277,11 @@ func (l *Locker) newLease(key string, tok fenced.Token, value string, o distlock
 	})
 }
 
-// cleanup deletes key if it still holds value, ignoring errors: it runs
-// after a request whose outcome is unknown, on a context that the
-// caller's cancellation cannot cut short.
-func (l *Locker) cleanup(ctx context.Context, key, value string) {
+// cleanup deletes the lock if it still holds value, ignoring errors: it
+// runs in the background after a request whose outcome is unknown, on a
+// context that the caller's cancellation cannot cut short.
+func (l *Locker) cleanup(ctx context.Context, keys redisnode.Keys, value string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.CleanupTimeout)
 	defer cancel()
-	_, _ = l.scripts.Release(ctx, l.client, key, value)
+	_, _ = l.scripts.Release(ctx, l.client, keys, value)
 }

@@ -105,7 +105,7 @@ func TestAcquireExtendRelease(t *testing.T) {
 		t.Fatalf("lease %q token %v", ls.Key(), ls.Token())
 	}
 	// The value stored is "<token>:<holder id>".
-	v, err := c.Get(ctx, key).Result()
+	v, err := c.Get(ctx, redis.LockKey(key)).Result()
 	if err != nil || !strings.HasPrefix(v, ls.Token().String()+":") {
 		t.Fatalf("lock value %q, %v; want token %v first", v, err, ls.Token())
 	}
@@ -115,7 +115,7 @@ func TestAcquireExtendRelease(t *testing.T) {
 	if err := ls.Extend(ctx, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if pttl := c.PTTL(ctx, key).Val(); pttl <= 2*time.Second {
+	if pttl := c.PTTL(ctx, redis.LockKey(key)).Val(); pttl <= 2*time.Second {
 		t.Fatalf("PTTL after Extend(5s) = %v", pttl)
 	}
 	if err := ls.Release(ctx); err != nil {
@@ -127,7 +127,7 @@ func TestAcquireExtendRelease(t *testing.T) {
 	if ls.Context().Err() == nil {
 		t.Fatal("lease context still alive after Release")
 	}
-	if n := c.Exists(ctx, key).Val(); n != 0 {
+	if n := c.Exists(ctx, redis.LockKey(key)).Val(); n != 0 {
 		t.Fatal("lock key still exists after Release")
 	}
 	ls2, err := l.TryAcquire(ctx, key, opts)
@@ -160,7 +160,7 @@ func TestExpiredLeaseSparesSuccessor(t *testing.T) {
 	if err := a.Release(ctx); !errors.Is(err, distlock.ErrLeaseLost) {
 		t.Fatalf("Release of expired lease = %v, want ErrLeaseLost", err)
 	}
-	v, _ := c.Get(ctx, key).Result()
+	v, _ := c.Get(ctx, redis.LockKey(key)).Result()
 	if !strings.HasPrefix(v, b.Token().String()+":") {
 		t.Fatalf("successor's lock value %q lost", v)
 	}
@@ -214,7 +214,7 @@ func TestAcquireCancelWhileWaiting(t *testing.T) {
 	if !errors.Is(err, distlock.ErrNotAcquired) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("Acquire after cancel = %v", err)
 	}
-	if v := c.Get(t.Context(), key).Val(); !strings.HasPrefix(v, held.Token().String()+":") {
+	if v := c.Get(t.Context(), redis.LockKey(key)).Val(); !strings.HasPrefix(v, held.Token().String()+":") {
 		t.Fatalf("holder's lock value %q after a cancelled waiter", v)
 	}
 }
@@ -243,7 +243,7 @@ func TestStaleTokenRefused(t *testing.T) {
 	if err != nil || res != -1 {
 		t.Fatalf("free lock, older token %v after %v acquired: %d, %v; want -1 (stale)", old, ls.Token(), res, err)
 	}
-	if n := c.Exists(ctx, key).Val(); n != 0 {
+	if n := c.Exists(ctx, redis.LockKey(key)).Val(); n != 0 {
 		t.Fatal("stale attempt took the lock")
 	}
 	next, err := l.Acquire(ctx, key, nil)
@@ -253,5 +253,34 @@ func TestStaleTokenRefused(t *testing.T) {
 	defer next.Release(ctx)
 	if next.Token() <= ls.Token() {
 		t.Fatalf("token %v after %v", next.Token(), ls.Token())
+	}
+}
+
+// A user key that equals another key plus ":fence" is a lock of its own:
+// with the old layout the fence record of "x" WAS the key "x:fence", so
+// "x:fence" stayed busy for FenceTTL (24 h) after "x" was first locked,
+// and its own acquisition would have overwritten x's highest token.
+func TestKeysDoNotCollide(t *testing.T) {
+	l, _, prefix := newLocker(t)
+	ctx := t.Context()
+	x := prefix + "x"
+	a, err := l.TryAcquire(ctx, x, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b, err := l.TryAcquire(ctx, x+":fence", nil)
+	if err != nil {
+		t.Fatalf("TryAcquire(%q) after %q was locked: %v", x+":fence", x, err)
+	}
+	defer b.Release(ctx)
+	for _, k := range []string{prefix + "{x}", prefix + "%7Bx%7D", prefix + "x}:lock"} {
+		ls, err := l.TryAcquire(ctx, k, nil)
+		if err != nil {
+			t.Fatalf("TryAcquire(%q): %v", k, err)
+		}
+		defer ls.Release(ctx)
 	}
 }

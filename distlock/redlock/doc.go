@@ -19,8 +19,8 @@
 // unsafe: a holder paused between acquiring and minting could mint a token
 // higher than its successor's.
 //
-// Each master also remembers the highest token that acquired the key (key +
-// FenceKeySuffix) and refuses lower tokens. Any two majorities share a
+// Each master also remembers the highest token that acquired the key
+// (FenceKey) and refuses lower tokens. Any two majorities share a
 // master, so a token lower than one that already acquired can never gather
 // a majority: tokens increase strictly in acquisition order. A waiter keeps
 // its token while the lock is busy and mints a new one only when a master
@@ -29,10 +29,23 @@
 // use has passed (the delayed restart of the Redlock paper), and the
 // storage check still rejects any stale write.
 //
-// The per-node timeout cancels a request's context. go-redis honours a
-// context deadline on the socket only with Options.ContextTimeoutEnabled;
-// without it a hung (not dead) master holds an attempt up to the client's
-// ReadTimeout. A dead master (connection refused) fails at once either way.
+// # Hung masters
+//
+// An attempt is decided as soon as a majority accepted, or can no longer
+// accept; a master that has not answered within Config.NodeTimeout counts
+// as failed. The locker enforces NodeTimeout itself, whatever the client
+// options (go-redis applies a context deadline to the socket only with
+// Options.ContextTimeoutEnabled): with one master frozen (SIGSTOP) and
+// default options, Acquire, TryAcquire and Extend take milliseconds and
+// Release at most NodeTimeout, and a TTL of 2 s still leaves ~1.8 s of
+// validity. Requests the caller stopped waiting for finish in per-master
+// goroutines (by the client's ReadTimeout, 5 s by default, or at once
+// with ContextTimeoutEnabled); each deletes what its acquire may have set
+// once it returns if the attempt failed or the lease was released
+// meanwhile. A delete sent while that master's SET may still be queued
+// could otherwise run first and leave the lock there until its TTL.
+//
+// Keys use the layout of package distlock/redis (LockKey, FenceKey).
 //
 // Every Locker of one lock key must mint from the same Source (one
 // sequence shared by all instances): the per-key highest-token check

@@ -158,3 +158,9 @@ func ExampleLocker_TryAcquire() {
 	// second TryAcquire while held: true
 	// after Release: true true
 }
+
+// Each master stores a lock under the same keys as package distlock/redis.
+func ExampleLockKey() {
+	fmt.Println(redlock.LockKey("order-42"), redlock.FenceKey("order-42"))
+	// Output: ck:{order-42}:lock ck:{order-42}:fence
+}

@@ -60,7 +60,7 @@ func TestMintAfterAcquireHazard(t *testing.T) {
 		key := prefix + "after"
 		// A takes a majority without a token yet (raw SET NX PX)...
 		for _, c := range cs[:3] {
-			if ok, err := c.SetNX(ctx, key, "A", ttl).Result(); err != nil || !ok {
+			if ok, err := c.SetNX(ctx, redlock.LockKey(key), "A", ttl).Result(); err != nil || !ok {
 				t.Fatalf("A: SET NX = %v, %v", ok, err)
 			}
 		}

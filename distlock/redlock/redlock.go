@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -17,9 +19,14 @@ import (
 	"github.com/concurkit/concurkit/internal/lease"
 )
 
-// FenceKeySuffix is appended to a lock key to name the key that records, on
-// each master, the highest fencing token that acquired the lock there.
-const FenceKeySuffix = redisnode.FenceKeySuffix
+// LockKey returns the Redis key that holds the lock on key on each
+// master: "ck:{E}:lock", where E is key with '%', '{' and '}'
+// percent-encoded; the same layout as package distlock/redis.
+func LockKey(key string) string { return redisnode.LockKey(key) }
+
+// FenceKey returns the Redis key that records, on each master, the highest
+// fencing token that acquired key: "ck:{E}:fence".
+func FenceKey(key string) string { return redisnode.FenceKey(key) }
 
 // Default values of the zero Config fields.
 const (
@@ -44,9 +51,13 @@ var ErrNoQuorum = errors.New("redlock: no quorum")
 // Config tunes a Locker. A nil *Config or a zero field means the documented
 // default; a negative field is distlock.ErrInvalidOptions. New copies it.
 type Config struct {
-	// NodeTimeout bounds each acquire and extend request to one master
-	// (deletes use CleanupTimeout). Zero means DefaultNodeTimeout. Keep it far below the TTL:
-	// a slow master must not eat the validity.
+	// NodeTimeout is how long an acquire or extend attempt waits for a
+	// master's answer, and how long Release waits for the masters beyond
+	// a majority. It is enforced by the locker, whatever the client
+	// options: a master that has not answered by then counts as failed
+	// and its request finishes in the background. Zero means
+	// DefaultNodeTimeout. Keep it far below the TTL: a slow master must
+	// not eat the validity.
 	NodeTimeout time.Duration
 	// DriftFactor scales the clock-drift allowance DriftFactor·TTL + 2 ms
 	// subtracted from the validity. Zero means DefaultDriftFactor; it must
@@ -68,9 +79,11 @@ type Config struct {
 	// DefaultFenceTTL. It is raised to the lock TTL if shorter.
 	FenceTTL time.Duration
 	// CleanupTimeout bounds each master's compare-and-delete, after a
-	// failed attempt and on Release. It is longer than NodeTimeout: a
-	// delete does not race the validity, and one that gives up leaves the
-	// lock on that master until its TTL. Zero means DefaultCleanupTimeout.
+	// failed attempt and on Release, and so how long Release waits for a
+	// majority to answer. The deletes run in the background: neither
+	// Acquire nor Release waits for a master beyond NodeTimeout once a
+	// majority has answered. A delete that gives up leaves the lock on
+	// that master until its TTL. Zero means DefaultCleanupTimeout.
 	CleanupTimeout time.Duration
 }
 
@@ -107,6 +120,7 @@ type Locker struct {
 	source  fenced.Source
 	cfg     Config
 	scripts *redisnode.Scripts
+	bg      redisnode.Background // requests that outlive the call that made them
 }
 
 var _ distlock.Locker = (*Locker)(nil)
@@ -114,8 +128,12 @@ var _ distlock.Locker = (*Locker)(nil)
 // New returns a Locker over nodes, one client per independent master
 // (typically *redis.Client of github.com/redis/go-redis/v9; not replicas of
 // one another, not a cluster), minting fencing tokens from source. The
-// quorum is len(nodes)/2+1. It returns an error matching
-// distlock.ErrInvalidOptions for no nodes, a nil node or source, or an
+// quorum is len(nodes)/2+1. Any client options work: the locker bounds
+// each master's request with NodeTimeout itself (with
+// Options.ContextTimeoutEnabled a request given up on also ends at once
+// instead of at the client's ReadTimeout, freeing its connection sooner).
+// It returns an error matching distlock.ErrInvalidOptions for no nodes, a
+// nil node or source (also a typed nil such as a nil *redis.Client), or an
 // invalid Config field.
 func New[C goredis.Scripter](nodes []C, source fenced.Source, cfg *Config) (*Locker, error) {
 	if len(nodes) == 0 {
@@ -148,12 +166,16 @@ func New[C goredis.Scripter](nodes []C, source fenced.Source, cfg *Config) (*Loc
 func (l *Locker) Quorum() int { return l.quorum }
 
 // Acquire blocks until the lock on key is held by a majority of the masters
-// within its validity, or ctx ends. Failed attempts (busy, no majority,
-// validity used up, masters down) are retried with full-jitter backoff
-// (Config.RetryMin/RetryMax) after deleting the attempt's lock on every
-// master. A retry first asks one random master and goes on to the others
-// only if that one accepted (or did not answer), so polling a busy lock
-// costs one request per poll.
+// within its validity, or ctx ends. An attempt is decided as soon as a
+// majority accepted (or can no longer accept), without waiting for the
+// other masters; a master that has not answered within NodeTimeout counts
+// as failed. Failed attempts (busy, no majority, validity used up, masters
+// down) are retried with full-jitter backoff (Config.RetryMin/RetryMax);
+// the attempt's lock is deleted in the background on every master that
+// took it or did not answer, each delete sent after that master's acquire
+// request returned. A retry first asks one random master and goes on to
+// the others only if that one accepted (or did not answer), so polling a
+// busy lock costs one request per poll.
 //
 // It returns distlock.ErrInvalidKey for an empty key,
 // distlock.ErrInvalidOptions for a negative TTL or one too short to leave
@@ -164,7 +186,7 @@ func (l *Locker) Acquire(ctx context.Context, key string, opts *distlock.Options
 	if err != nil {
 		return nil, err
 	}
-	var st attempts
+	st := attempts{keys: redisnode.NewKeys(key)}
 	ls, err := lease.Poll(ctx, lease.PollPolicy{Min: l.cfg.RetryMin, Max: l.cfg.RetryMax},
 		func(ctx context.Context) (*lease.Lease, error) { return l.try(ctx, key, o, &st) })
 	if err != nil {
@@ -174,15 +196,16 @@ func (l *Locker) Acquire(ctx context.Context, key string, opts *distlock.Options
 }
 
 // TryAcquire makes one attempt with a freshly minted token. It returns an
-// error matching distlock.ErrNotAcquired at once if no majority could be
-// reached (the lock is held, or too many masters are down), and otherwise
-// the errors of Acquire.
+// error matching distlock.ErrNotAcquired as soon as no majority can be
+// reached (the lock is held, or too many masters are down or do not
+// answer within NodeTimeout), and otherwise the errors of Acquire. It
+// never waits for the cleanup of a failed attempt.
 func (l *Locker) TryAcquire(ctx context.Context, key string, opts *distlock.Options) (distlock.Lease, error) {
 	o, err := l.resolve(key, opts)
 	if err != nil {
 		return nil, err
 	}
-	var st attempts
+	st := attempts{keys: redisnode.NewKeys(key)}
 	ls, err := l.try(ctx, key, o, &st)
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
@@ -193,8 +216,14 @@ func (l *Locker) TryAcquire(ctx context.Context, key string, opts *distlock.Opti
 	return ls, nil
 }
 
+// drift is DriftFactor·ttl + 2 ms, saturated at math.MaxInt64 (a TTL near
+// math.MaxInt64 with a DriftFactor near 1 would otherwise overflow).
 func (l *Locker) drift(ttl time.Duration) time.Duration {
-	return time.Duration(l.cfg.DriftFactor*float64(ttl)) + driftConst
+	f := l.cfg.DriftFactor * float64(ttl)
+	if f >= float64(math.MaxInt64-driftConst) {
+		return math.MaxInt64
+	}
+	return min(time.Duration(f), math.MaxInt64-driftConst) + driftConst
 }
 
 func (l *Locker) margin(ttl time.Duration) time.Duration {
@@ -209,9 +238,10 @@ func (l *Locker) resolve(key string, opts *distlock.Options) (distlock.Options, 
 	if err != nil {
 		return o, err
 	}
-	o.TTL = o.TTL.Truncate(time.Millisecond) // masters count whole milliseconds
-	if o.TTL <= 0 || o.TTL-l.drift(o.TTL)-l.margin(o.TTL) <= 0 {
-		return o, fmt.Errorf("%w: redlock: TTL %v leaves no validity after drift and margin", distlock.ErrInvalidOptions, opts.TTL)
+	// Masters get the TTL rounded up to whole milliseconds, so they hold
+	// the lock at least as long as the validity counted from o.TTL.
+	if redisnode.NoValidity(o.TTL, l.drift(o.TTL), l.margin(o.TTL)) {
+		return o, fmt.Errorf("%w: redlock: TTL %v leaves no validity after drift and margin", distlock.ErrInvalidOptions, o.TTL)
 	}
 	return o, nil
 }
@@ -222,87 +252,238 @@ type reply struct {
 	err error
 }
 
-// tally counts the replies: yes = 1, no = 0, stale = -1, failed = errors.
+// tally counts the replies: yes = 1, no = 0, stale = -1, failed = errors
+// (and masters that did not answer in time).
 type tally struct {
 	yes, no, stale, failed int
 	firstErr               error
 }
 
-func count(rs []reply) tally {
-	var t tally
-	for _, r := range rs {
-		switch {
-		case r.err != nil:
-			t.failed++
-			if t.firstErr == nil {
-				t.firstErr = r.err
-			}
-		case r.n == 1:
-			t.yes++
-		case r.n == -1:
-			t.stale++
-		default:
-			t.no++
+func (t *tally) add(r reply) {
+	switch {
+	case r.err != nil:
+		t.failed++
+		if t.firstErr == nil {
+			t.firstErr = r.err
+		}
+	case r.n == redisnode.Acquired:
+		t.yes++
+	case r.n == redisnode.Stale:
+		t.stale++
+	default:
+		t.no++
+	}
+}
+
+// errNoAnswer is the error counted for a master that did not answer
+// within NodeTimeout.
+var errNoAnswer = errors.New("no answer within the node timeout")
+
+// timedOut counts the masters still pending as failed.
+func (t *tally) timedOut(pending int) {
+	t.failed += pending
+	if pending > 0 && t.firstErr == nil {
+		t.firstErr = errNoAnswer
+	}
+}
+
+// op is one script call on one master.
+type op func(ctx context.Context, c goredis.Scripter) (int64, error)
+
+// ask sends op to each master in idx, each from its own goroutine, and
+// returns at once. The requests share one context that ends at deadline
+// (or with ctx); it is the context the caller waits on too. Every reply
+// goes to out, which must have room for all of them, so a goroutine never
+// blocks on a caller that stopped listening. With a flight f (acquire
+// requests), each goroutine also does f's bookkeeping and cleanup (see
+// flight). The goroutines outlive ask: a master whose client ignores
+// context deadlines (go-redis without ContextTimeoutEnabled) keeps its
+// request until the client's own timeout, but nobody waits for it.
+func (l *Locker) ask(ctx context.Context, deadline time.Time, idx []int, do op, out chan<- reply, f *flight) context.Context {
+	rctx, cancel := context.WithDeadline(ctx, deadline)
+	var left atomic.Int32
+	left.Store(int32(len(idx)))
+	finished := func() {
+		if left.Add(-1) <= 0 {
+			cancel() // the last request returned: free the timer
 		}
 	}
-	return t
-}
-
-// fanout runs op on every master in parallel, each under its own
-// NodeTimeout, and waits for all of them (no request outlives the call).
-func (l *Locker) fanout(ctx context.Context, op func(ctx context.Context, c goredis.Scripter) (int64, error)) []reply {
-	return l.fanoutExcept(ctx, -1, l.cfg.NodeTimeout, op)
-}
-
-// fanoutExcept is fanout without master skip (none if skip < 0), with
-// the given per-master timeout.
-func (l *Locker) fanoutExcept(ctx context.Context, skip int, timeout time.Duration, op func(ctx context.Context, c goredis.Scripter) (int64, error)) []reply {
-	nodes := l.nodes
-	if skip >= 0 {
-		nodes = make([]goredis.Scripter, 0, len(l.nodes)-1)
-		nodes = append(nodes, l.nodes[:skip]...)
-		nodes = append(nodes, l.nodes[skip+1:]...)
+	if len(idx) == 0 {
+		finished()
 	}
-	out := make([]reply, len(nodes))
-	var wg sync.WaitGroup
-	for i, c := range nodes {
-		wg.Go(func() {
-			nctx, cancel := context.WithTimeout(ctx, timeout)
-			defer cancel()
-			out[i].n, out[i].err = op(nctx, c)
+	for _, i := range idx {
+		l.bg.Go(func() {
+			var r reply
+			r.n, r.err = do(rctx, l.nodes[i])
+			var done, drop bool
+			if f != nil {
+				done, drop = f.returned(i) // before the send: the decision may follow it at once
+			}
+			out <- r
+			finished() // after the send: a caller that sees rctx end finds every reply in out
+			if f != nil {
+				l.settle(ctx, f, i, r, done, drop)
+			}
 		})
 	}
-	wg.Wait()
-	return out
+	return rctx
+}
+
+// gather receives replies from in until enough says the outcome is
+// decided, pending reaches zero, or ctx ends (then the replies already
+// sent are still counted). It returns the number of replies still
+// pending.
+func gather(ctx context.Context, in <-chan reply, pending int, t *tally, enough func(*tally) bool) int {
+	for pending > 0 && !enough(t) {
+		select {
+		case r := <-in:
+			pending--
+			t.add(r)
+		case <-ctx.Done():
+			for pending > 0 {
+				select {
+				case r := <-in:
+					pending--
+					t.add(r)
+				default:
+					return pending
+				}
+			}
+		}
+	}
+	return pending
+}
+
+// flight is one acquisition attempt's lock on the masters, shared by the
+// attempt, its per-master goroutines (which may outlive it) and, once
+// acquired, the lease's Release. It makes sure every master where the
+// lock may have landed gets a compare-and-delete when the lock must go,
+// sent only after that master's acquire request returned (a delete sent
+// while the SET is still queued could run first and leave the lock
+// behind until its TTL).
+type flight struct {
+	keys    redisnode.Keys
+	value   string
+	decided chan struct{} // closed when the attempt is decided; failed is set before
+
+	mu       sync.Mutex
+	failed   bool   // the attempt did not acquire
+	done     bool   // decided (guarded copy of the channel's state)
+	drop     bool   // the lock must go: failed, or released
+	inflight []bool // master i's acquire request has not returned yet
+}
+
+func (l *Locker) newFlight(keys redisnode.Keys, value string) *flight {
+	f := &flight{keys: keys, value: value, decided: make(chan struct{}), inflight: make([]bool, len(l.nodes))}
+	return f
+}
+
+// decide records the attempt's outcome and releases the goroutines that
+// wait for it.
+func (f *flight) decide(failed bool) {
+	f.mu.Lock()
+	f.failed, f.done, f.drop = failed, true, failed
+	f.mu.Unlock()
+	close(f.decided)
+}
+
+// returned records that master i's acquire request returned and reports
+// whether the attempt was already decided and, if so, whether the lock
+// must go.
+func (f *flight) returned(i int) (done, drop bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.inflight[i] = false
+	return f.done, f.drop
+}
+
+// settle runs in master i's goroutine after its acquire reply r was
+// sent: it deletes the lock there when the attempt failed, or when the
+// lease was released while the request was in flight, and r says the lock
+// may be there. A reply that came before the decision waits for it (the
+// coordinator decides at once); after a success a later Release finds
+// inflight[i] false and deletes on master i itself.
+func (l *Locker) settle(ctx context.Context, f *flight, i int, r reply, done, drop bool) {
+	if !done {
+		<-f.decided
+		drop = f.failed
+	}
+	if drop && (r.err != nil || r.n == redisnode.Acquired) {
+		l.del(ctx, i, f)
+	}
+}
+
+// del deletes the flight's lock on master i if it still holds its value,
+// ignoring errors, on a context the caller's cancellation cannot cut short.
+func (l *Locker) del(ctx context.Context, i int, f *flight) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.CleanupTimeout)
+	defer cancel()
+	_, _ = l.scripts.Release(ctx, l.nodes[i], f.keys, f.value)
 }
 
 // attempts is the state Acquire carries from one attempt to the next.
 type attempts struct {
-	tok fenced.Token // reused while the lock is busy, re-minted when stale
-	n   int          // attempts made
+	keys redisnode.Keys
+	tok  fenced.Token // reused while the lock is busy, re-minted when stale
+	n    int          // attempts made
 }
 
-// acquireOn runs the acquire script on every master. On a retry (probe) it
-// first asks one random master alone and stops there if that master
-// refuses: a waiter polling a busy lock then costs one request per poll
-// instead of N. The probe is part of the attempt: its time counts against
-// the validity like the rest of the fan-out.
-func (l *Locker) acquireOn(ctx context.Context, probe bool, op func(ctx context.Context, c goredis.Scripter) (int64, error)) tally {
-	if !probe || len(l.nodes) == 1 {
-		return count(l.fanout(ctx, op))
+// acquireOn runs the acquire script on the masters and returns as soon as
+// a majority accepted, a majority can no longer accept, NodeTimeout
+// passed (or the validity budget, whichever is sooner) or ctx ended. On a
+// retry (probe) it first asks one random master alone and stops there if
+// that master refuses: a waiter polling a busy lock then costs one
+// request per poll instead of N. The probe is part of the attempt: its
+// time counts against the validity like the rest.
+func (l *Locker) acquireOn(ctx context.Context, f *flight, probe bool, start time.Time, budget time.Duration, do op) tally {
+	n := len(l.nodes)
+	out := make(chan reply, n)
+	deadline := func() time.Time {
+		if d, end := time.Now().Add(l.cfg.NodeTimeout), start.Add(budget); d.Before(end) {
+			return d
+		}
+		return start.Add(budget)
 	}
-	i := rand.IntN(len(l.nodes))
-	nctx, cancel := context.WithTimeout(ctx, l.cfg.NodeTimeout)
-	first := reply{}
-	first.n, first.err = op(nctx, l.nodes[i])
-	cancel()
-	if first.err == nil && first.n != 1 {
-		return count([]reply{first}) // busy or stale there: this attempt cannot be trusted to win
+	decided := func(t *tally) bool { return t.yes >= l.quorum || t.no+t.stale+t.failed > n-l.quorum }
+	setInflight := func(idx []int) {
+		f.mu.Lock()
+		for _, i := range idx {
+			f.inflight[i] = true
+		}
+		f.mu.Unlock()
 	}
-	if first.err != nil {
-		return count(l.fanout(ctx, op)) // unknown: ask everyone, that master again too
+	var t tally
+	idx := make([]int, 0, n)
+	pending := 0
+	if probe && n > 1 {
+		p := rand.IntN(n)
+		setInflight([]int{p})
+		rctx := l.ask(ctx, deadline(), []int{p}, do, out, f)
+		pending = gather(rctx, out, 1, &t, func(t *tally) bool { return false })
+		if pending == 0 && t.failed == 0 && t.yes == 0 {
+			return t // busy or stale there: this attempt cannot be trusted to win
+		}
+		if ctx.Err() != nil {
+			t.timedOut(pending)
+			return t
+		}
+		// It accepted, failed or did not answer (its late reply still
+		// counts): ask the others.
+		for i := range n {
+			if i != p {
+				idx = append(idx, i)
+			}
+		}
+	} else {
+		for i := range n {
+			idx = append(idx, i)
+		}
 	}
-	return count(append(l.fanoutExcept(ctx, i, l.cfg.NodeTimeout, op), first))
+	setInflight(idx)
+	rctx := l.ask(ctx, deadline(), idx, do, out, f)
+	pending = gather(rctx, out, pending+len(idx), &t, decided)
+	t.timedOut(pending)
+	return t
 }
 
 // try makes one acquisition attempt; see redis.Locker for the token rule.
@@ -311,26 +492,25 @@ func (l *Locker) try(ctx context.Context, key string, o distlock.Options, st *at
 	probe := st.n > 1
 	fenceTTL := max(l.cfg.FenceTTL, o.TTL)
 	drift, margin := l.drift(o.TTL), l.margin(o.TTL)
+	budget := o.TTL - drift - margin // > 0: checked by resolve
 	return redisnode.Attempt(ctx, l.source, "redlock", key, &st.tok, func(tok fenced.Token, value string) (*lease.Lease, bool, error) {
+		f := l.newFlight(st.keys, value)
 		start := time.Now() // every master's TTL starts no earlier than this
-		t := l.acquireOn(ctx, probe, func(ctx context.Context, c goredis.Scripter) (int64, error) {
-			return l.scripts.Acquire(ctx, c, key, value, o.TTL, tok, fenceTTL)
+		t := l.acquireOn(ctx, f, probe, start, budget, func(ctx context.Context, c goredis.Scripter) (int64, error) {
+			return l.scripts.Acquire(ctx, c, st.keys, value, o.TTL, tok, fenceTTL)
 		})
-		validity := o.TTL - time.Since(start) - drift - margin
-		if t.yes >= l.quorum && validity > 0 {
-			ls, err := l.newLease(key, tok, value, o, start, drift, margin)
+		if t.yes >= l.quorum && time.Since(start) < budget {
+			ls, err := l.newLease(key, f, tok, o, start, drift, margin)
 			if err == nil {
+				f.decide(false)
 				return ls, false, nil
 			}
-			l.releaseAll(ctx, key, value)
+			f.decide(true)
 			return nil, false, err
 		}
-		// Failed: delete on every master, including those that timed out
-		// (their SET may have landed after the deadline). Skipped only
-		// when every master answered that it did not take the lock.
-		if t.yes > 0 || t.failed > 0 {
-			l.releaseAll(ctx, key, value)
-		}
+		// Failed: every master that took the lock or did not answer
+		// deletes it, in the background, once its request returned.
+		f.decide(true)
 		if cerr := ctx.Err(); cerr != nil {
 			return nil, false, errors.Join(distlock.ErrNotAcquired, cerr)
 		}
@@ -349,16 +529,54 @@ func (l *Locker) notAcquired(key string, t tally) error {
 		distlock.ErrNotAcquired, key, t.yes, len(l.nodes), l.quorum, t.no, t.stale)
 }
 
-// releaseAll deletes the lock on every master where it holds value, on a
-// context the caller's cancellation cannot cut short.
-func (l *Locker) releaseAll(ctx context.Context, key, value string) tally {
-	ctx = context.WithoutCancel(ctx)
-	return count(l.fanoutExcept(ctx, -1, l.cfg.CleanupTimeout, func(ctx context.Context, c goredis.Scripter) (int64, error) {
-		return l.scripts.Release(ctx, c, key, value)
-	}))
+// release deletes the flight's lock on every master where it holds its
+// value. Masters whose acquire request is still in flight are left to
+// that request's goroutine, which deletes after it (drop is set here).
+// It waits for every master it asked, but past NodeTimeout only until a
+// majority has answered, and never past ctx or CleanupTimeout; the
+// deletes it stops waiting for go on in the background. It returns the
+// tally and the number of masters that did not answer.
+func (l *Locker) release(ctx context.Context, f *flight) (tally, int) {
+	n := len(l.nodes)
+	f.mu.Lock()
+	f.drop = true
+	idx := make([]int, 0, n)
+	for i, busy := range f.inflight {
+		if !busy {
+			idx = append(idx, i)
+		}
+	}
+	f.mu.Unlock()
+	out := make(chan reply, len(idx))
+	// The deletes are not cut short by the caller (ctx may end the wait,
+	// not the cleanup), only by CleanupTimeout.
+	start := time.Now()
+	rctx := l.ask(context.WithoutCancel(ctx), start.Add(l.cfg.CleanupTimeout), idx, func(ctx context.Context, c goredis.Scripter) (int64, error) {
+		return l.scripts.Release(ctx, c, f.keys, f.value)
+	}, out, nil)
+	wctx, cancel := context.WithDeadline(ctx, start.Add(min(l.cfg.NodeTimeout, l.cfg.CleanupTimeout)))
+	defer cancel()
+	var t tally
+	all := func(*tally) bool { return false }
+	pending := gather(wctx, out, len(idx), &t, all)
+	if pending > 0 && ctx.Err() == nil {
+		// Past NodeTimeout: wait on only until a majority answered.
+		wctx, cancel := mergeDone(ctx, rctx)
+		defer cancel()
+		pending = gather(wctx, out, pending, &t, func(t *tally) bool { return t.yes+t.no >= l.quorum })
+	}
+	t.timedOut(pending)
+	return t, pending + (n - len(idx))
 }
 
-func (l *Locker) newLease(key string, tok fenced.Token, value string, o distlock.Options, start time.Time, drift, margin time.Duration) (*lease.Lease, error) {
+// mergeDone returns a context that ends when ctx or other ends.
+func mergeDone(ctx, other context.Context) (context.Context, context.CancelFunc) {
+	m, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(other, cancel)
+	return m, func() { stop(); cancel() }
+}
+
+func (l *Locker) newLease(key string, f *flight, tok fenced.Token, o distlock.Options, start time.Time, drift, margin time.Duration) (*lease.Lease, error) {
 	n := len(l.nodes)
 	return lease.New(lease.Config{
 		Key:        key,
@@ -370,33 +588,44 @@ func (l *Locker) newLease(key string, tok fenced.Token, value string, o distlock
 		AutoExtend: o.AutoExtend,
 		Backend: lease.Backend{
 			Extend: func(ctx context.Context, ttl time.Duration) error {
-				if ttl.Milliseconds() < 1 {
-					return fmt.Errorf("%w: redlock: TTL %v < 1ms", distlock.ErrInvalidOptions, ttl)
+				if drift := l.drift(ttl); ttl <= drift {
+					// PX would be (near) zero: the lock would vanish at once.
+					return fmt.Errorf("%w: redlock: TTL %v leaves no validity after the drift %v", distlock.ErrInvalidOptions, ttl, drift)
 				}
 				start := time.Now()
-				t := count(l.fanout(ctx, func(ctx context.Context, c goredis.Scripter) (int64, error) {
-					return l.scripts.Extend(ctx, c, key, value, ttl)
-				}))
+				out := make(chan reply, n)
+				all := make([]int, n)
+				for i := range all {
+					all[i] = i
+				}
+				rctx := l.ask(ctx, start.Add(l.cfg.NodeTimeout), all, func(ctx context.Context, c goredis.Scripter) (int64, error) {
+					return l.scripts.Extend(ctx, c, f.keys, f.value, ttl)
+				}, out, nil)
+				var t tally
+				// Decided once a majority renewed or can no longer renew.
+				t.timedOut(gather(rctx, out, n, &t, func(t *tally) bool { return t.yes >= l.quorum || t.no > n-l.quorum }))
 				switch {
-				case t.yes >= l.quorum && ttl-time.Since(start)-l.drift(ttl) > 0:
+				case t.yes >= l.quorum && !redisnode.NoValidity(ttl-time.Since(start), l.drift(ttl), 0):
 					return nil
 				case t.no > n-l.quorum:
 					// A majority can no longer be ours.
 					return fmt.Errorf("%w: redlock: %q held by this lease on %d of %d masters", distlock.ErrLeaseLost, key, t.yes, n)
+				case ctx.Err() != nil:
+					return fmt.Errorf("%w: extend %q: %d of %d masters renewed: %w", ErrNoQuorum, key, t.yes, n, ctx.Err())
 				case t.firstErr != nil:
 					return fmt.Errorf("%w: extend %q: %d of %d masters renewed (first error: %v)", ErrNoQuorum, key, t.yes, n, t.firstErr)
 				}
 				return fmt.Errorf("%w: extend %q: %d of %d masters renewed", ErrNoQuorum, key, t.yes, n)
 			},
 			Release: func(ctx context.Context) error {
-				t := l.releaseAll(ctx, key, value)
+				t, missing := l.release(ctx, f)
 				switch {
 				case t.yes > 0 && t.yes+t.no >= l.quorum:
 					return nil
 				case t.yes == 0 && t.no >= l.quorum:
 					return fmt.Errorf("%w: redlock: %q was no longer held by this lease", distlock.ErrLeaseLost, key)
 				case t.firstErr != nil:
-					return fmt.Errorf("%w: release %q: %d of %d masters answered (first error: %v)", ErrNoQuorum, key, t.yes+t.no, n, t.firstErr)
+					return fmt.Errorf("%w: release %q: %d of %d masters answered (%d did not; first error: %v)", ErrNoQuorum, key, t.yes+t.no, n, missing, t.firstErr)
 				}
 				return fmt.Errorf("%w: release %q: %d of %d masters answered", ErrNoQuorum, key, t.yes+t.no, n)
 			},

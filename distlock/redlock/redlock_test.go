@@ -128,7 +128,7 @@ func holders(t testing.TB, cs []*goredis.Client, key string, tok fenced.Token) i
 	t.Helper()
 	n := 0
 	for _, c := range cs {
-		if v, _ := c.Get(context.Background(), key).Result(); strings.HasPrefix(v, tok.String()+":") {
+		if v, _ := c.Get(context.Background(), redlock.LockKey(key)).Result(); strings.HasPrefix(v, tok.String()+":") {
 			n++
 		}
 	}
@@ -144,7 +144,7 @@ func TestAcquireExtendRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := holders(t, cs, key, ls.Token()); n < l.Quorum() {
+	if n := holders(t, cs, key, ls.Token()); n < l.Quorum() { // decided at quorum
 		t.Fatalf("lock on %d masters, want ≥ %d", n, l.Quorum())
 	}
 	if _, err := l.TryAcquire(ctx, key, opts); !errors.Is(err, distlock.ErrNotAcquired) {
@@ -156,8 +156,9 @@ func TestAcquireExtendRelease(t *testing.T) {
 	if err := ls.Extend(ctx, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
+	l.Quiesce() // Extend returns at quorum; the other masters follow
 	for i, c := range cs {
-		if pttl := c.PTTL(ctx, key).Val(); pttl <= 2*time.Second {
+		if pttl := c.PTTL(ctx, redlock.LockKey(key)).Val(); pttl <= 2*time.Second {
 			t.Fatalf("master %d: PTTL after Extend(5s) = %v", i, pttl)
 		}
 	}
@@ -170,6 +171,7 @@ func TestAcquireExtendRelease(t *testing.T) {
 	if ls.Context().Err() == nil {
 		t.Fatal("lease context alive after Release")
 	}
+	l.Quiesce()
 	if n := holders(t, cs, key, ls.Token()); n != 0 {
 		t.Fatalf("lock left on %d masters after Release", n)
 	}
@@ -202,6 +204,7 @@ func TestExpiredLeaseSparesSuccessor(t *testing.T) {
 	if err := a.Release(ctx); !errors.Is(err, distlock.ErrLeaseLost) {
 		t.Fatalf("Release of expired lease = %v, want ErrLeaseLost", err)
 	}
+	l.Quiesce() // every delete A's Release sent has run
 	if n := holders(t, cs, key, b.Token()); n < l.Quorum() {
 		t.Fatalf("successor's lock on %d masters after the old lease's Release", n)
 	}
@@ -227,6 +230,7 @@ func TestAcquireCancelWhileWaiting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	other.Quiesce() // decided at quorum; the other masters follow
 	defer held.Release(context.Background())
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
@@ -240,6 +244,7 @@ func TestAcquireCancelWhileWaiting(t *testing.T) {
 	if !errors.Is(err, distlock.ErrNotAcquired) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("Acquire after cancel = %v", err)
 	}
+	l.Quiesce()
 	if n := holders(t, cs, key, held.Token()); n != len(cs) {
 		t.Fatalf("holder's lock on %d masters after a cancelled waiter", n)
 	}
@@ -268,5 +273,27 @@ func TestStaleTokenRefused(t *testing.T) {
 	yes, stale := l.AttemptWithToken(ctx, key, time.Second, old)
 	if yes >= l.Quorum() || stale < l.Quorum() {
 		t.Fatalf("older token on a free lock: %d accepted, %d stale; want a stale majority", yes, stale)
+	}
+}
+
+// A user key that equals another key plus ":fence" is a lock of its own
+// (see the redis package's test of the same name).
+func TestKeysDoNotCollide(t *testing.T) {
+	l, _, prefix := newLocker(t)
+	ctx := t.Context()
+	x := prefix + "x"
+	a, err := l.TryAcquire(ctx, x, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b, err := l.TryAcquire(ctx, x+":fence", nil)
+	if err != nil {
+		t.Fatalf("TryAcquire(%q) after %q was locked: %v", x+":fence", x, err)
+	}
+	if err := b.Release(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -6,6 +6,9 @@ import (
 	_ "embed" // Lua scripts
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -23,16 +26,71 @@ var (
 	releaseLua string
 )
 
-// FenceKeySuffix is appended to a lock key to name the key that records,
-// on each node, the highest fencing token that acquired the lock there.
-const FenceKeySuffix = ":fence"
-
 // Answers of the acquire script.
 const (
 	Acquired int64 = 1  // the lock was free and is now ours
 	Busy     int64 = 0  // another holder has the lock
 	Stale    int64 = -1 // a higher token already acquired the key: mint a new one
 )
+
+// Redis key layout. A user key k is stored as
+//
+//	ck:{E}:lock   the lock (value "<token>:<holder id>", PX TTL)
+//	ck:{E}:fence  the highest token that ever acquired k
+//
+// where E is k with '%', '{' and '}' percent-encoded. E contains no '}',
+// so the hash tag Redis Cluster hashes is exactly {E}: the two keys of one
+// lock always share a slot (Lua scripts may only touch keys of one slot),
+// and since the encoding is injective and ends at the first '}', two
+// different user keys never share a Redis key (the old scheme k and
+// k + ":fence" made the lock "x:fence" collide with the fence key of "x").
+const (
+	keyPrefix   = "ck:{"
+	lockSuffix  = "}:lock"
+	fenceSuffix = "}:fence"
+)
+
+var keyEscaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
+
+func escape(key string) string {
+	if !strings.ContainsAny(key, "%{}") {
+		return key
+	}
+	return keyEscaper.Replace(key)
+}
+
+// LockKey returns the Redis key that holds the lock on key.
+func LockKey(key string) string { return keyPrefix + escape(key) + lockSuffix }
+
+// FenceKey returns the Redis key that records the highest fencing token
+// that acquired key. It shares LockKey(key)'s Redis Cluster hash slot.
+func FenceKey(key string) string { return keyPrefix + escape(key) + fenceSuffix }
+
+// Keys are the Redis keys of one user key, computed once per acquisition.
+type Keys struct {
+	both []string // lock, fence: the acquire script's KEYS
+}
+
+// NewKeys returns the Redis keys of key.
+func NewKeys(key string) Keys {
+	e := escape(key)
+	return Keys{both: []string{keyPrefix + e + lockSuffix, keyPrefix + e + fenceSuffix}}
+}
+
+// Lock returns the lock key.
+func (k Keys) Lock() string { return k.both[0] }
+
+// Millis returns d in whole milliseconds rounded UP, for PX: the server
+// then holds a key at least as long as the client counts on. It does not
+// overflow for any Duration (math.MaxInt64 ns is 9223372036855 ms, which
+// Redis accepts); d ≤ 0 gives a value ≤ 0, which callers reject first.
+func Millis(d time.Duration) int64 {
+	ms := int64(d / time.Millisecond)
+	if d%time.Millisecond > 0 {
+		ms++
+	}
+	return ms
+}
 
 // Scripts runs the lock scripts on a node. Create it once with NewScripts
 // (each script's SHA1 is computed there); it is safe for concurrent use.
@@ -49,26 +107,25 @@ func NewScripts() *Scripts {
 	}
 }
 
-// Acquire runs the acquire script on c: it sets key to value for ttl if
-// key is free and tok is not lower than the highest token recorded in
-// key + FenceKeySuffix, which then records tok for fenceTTL. It returns
-// Acquired, Busy or Stale, or the error of the request (outcome unknown:
-// the lock may have been taken).
-func (s *Scripts) Acquire(ctx context.Context, c goredis.Scripter, key, value string, ttl time.Duration, tok fenced.Token, fenceTTL time.Duration) (int64, error) {
-	return s.acquire.Run(ctx, c, []string{key, key + FenceKeySuffix},
-		value, ttl.Milliseconds(), tok.String(), fenceTTL.Milliseconds()).Int64()
+// Acquire runs the acquire script on c: it sets the lock key to value for
+// ttl if it is free and tok is not lower than the highest token recorded
+// in the fence key, which then records tok for fenceTTL (both rounded up
+// to whole milliseconds). It returns Acquired, Busy or Stale, or the error
+// of the request (outcome unknown: the lock may have been taken).
+func (s *Scripts) Acquire(ctx context.Context, c goredis.Scripter, k Keys, value string, ttl time.Duration, tok fenced.Token, fenceTTL time.Duration) (int64, error) {
+	return s.acquire.Run(ctx, c, k.both, value, Millis(ttl), tok.String(), Millis(fenceTTL)).Int64()
 }
 
-// Extend renews key for ttl (whole milliseconds) if it still holds value.
-// It returns 1 (renewed) or 0 (not ours any more).
-func (s *Scripts) Extend(ctx context.Context, c goredis.Scripter, key, value string, ttl time.Duration) (int64, error) {
-	return s.extend.Run(ctx, c, []string{key}, value, ttl.Milliseconds()).Int64()
+// Extend renews the lock for ttl (rounded up to whole milliseconds) if it
+// still holds value. It returns 1 (renewed) or 0 (not ours any more).
+func (s *Scripts) Extend(ctx context.Context, c goredis.Scripter, k Keys, value string, ttl time.Duration) (int64, error) {
+	return s.extend.Run(ctx, c, k.both[:1], value, Millis(ttl)).Int64()
 }
 
-// Release deletes key if it still holds value. It returns 1 (deleted) or
-// 0 (not ours any more).
-func (s *Scripts) Release(ctx context.Context, c goredis.Scripter, key, value string) (int64, error) {
-	return s.release.Run(ctx, c, []string{key}, value).Int64()
+// Release deletes the lock if it still holds value. It returns 1 (deleted)
+// or 0 (not ours any more).
+func (s *Scripts) Release(ctx context.Context, c goredis.Scripter, k Keys, value string) (int64, error) {
+	return s.release.Run(ctx, c, k.both[:1], value).Int64()
 }
 
 // Value returns a lock value for one acquisition with tok: the token (so
@@ -76,6 +133,101 @@ func (s *Scripts) Release(ctx context.Context, c goredis.Scripter, key, value st
 // compare-and-delete matches exactly this acquisition).
 func Value(tok fenced.Token) string {
 	return tok.String() + ":" + rand.Text()
+}
+
+// HonoursDeadline reports whether c applies a context's deadline to its
+// socket reads and writes. go-redis does so only with
+// Options.ContextTimeoutEnabled; otherwise a request to a hung (frozen,
+// not dead) server blocks for the client's ReadTimeout and retries,
+// whatever the context says. Only a *redis.Client is trusted: a cluster
+// client or ring may block elsewhere (slot map reloads).
+func HonoursDeadline(c goredis.Scripter) bool {
+	cl, ok := c.(*goredis.Client)
+	return ok && cl.Options().ContextTimeoutEnabled
+}
+
+// Background runs and tracks the goroutines a Locker leaves behind:
+// requests it stopped waiting for and the cleanups that follow them. Each
+// is bounded by the client's own timeouts or a cleanup timeout. The zero
+// value is ready to use.
+type Background struct{ wg sync.WaitGroup }
+
+// Go runs f in a tracked goroutine.
+func (b *Background) Go(f func()) { b.wg.Go(f) }
+
+// Wait waits until every tracked goroutine has returned (tests).
+func (b *Background) Wait() { b.wg.Wait() }
+
+// Request runs call(reqCtx) and returns its answer, or the context error
+// as soon as ctx or reqCtx ends, whichever comes first, whatever the
+// client's options. reqCtx is what the request itself runs under
+// (usually ctx; a delete that should outlive the caller's wait passes a
+// detached, bounded context). When honours is true and the client would
+// stop by itself no later than the caller wants to (ctx can never end, or
+// reqCtx's deadline is not after ctx's), call runs on the caller's
+// goroutine. Otherwise call runs in a goroutine of bg; if Request stops
+// waiting (abandoned is true) that goroutine runs orphan, if not nil,
+// with the late answer once call returns, so what a request did after
+// its caller gave up can be undone in order, after it.
+func Request(ctx, reqCtx context.Context, honours bool, bg *Background, call func(ctx context.Context) (int64, error), orphan func(n int64, err error)) (n int64, err error, abandoned bool) {
+	if (honours && stopsInTime(ctx, reqCtx)) || (ctx.Done() == nil && reqCtx.Done() == nil) {
+		// The client stops in time, or nobody would ever stop waiting.
+		n, err = call(reqCtx)
+		return n, err, false
+	}
+	type answer struct {
+		n   int64
+		err error
+	}
+	const (
+		waiting = iota
+		delivered
+		given
+	)
+	var state atomic.Int32
+	ch := make(chan answer, 1)
+	bg.Go(func() {
+		n, err := call(reqCtx)
+		if state.CompareAndSwap(waiting, delivered) {
+			ch <- answer{n, err}
+			return
+		}
+		if orphan != nil {
+			orphan(n, err)
+		}
+	})
+	var done <-chan struct{}
+	select {
+	case a := <-ch:
+		return a.n, a.err, false
+	case <-ctx.Done():
+		done = ctx.Done()
+	case <-reqCtx.Done():
+		done = reqCtx.Done()
+	}
+	if !state.CompareAndSwap(waiting, given) {
+		a := <-ch // delivered just now
+		return a.n, a.err, false
+	}
+	if done == ctx.Done() {
+		return 0, ctx.Err(), true
+	}
+	return 0, reqCtx.Err(), true
+}
+
+// stopsInTime reports whether a request on reqCtx, with a client that
+// honours deadlines, returns no later than the caller waiting on ctx
+// wants it to.
+func stopsInTime(ctx, reqCtx context.Context) bool {
+	if ctx.Done() == nil {
+		return true // the caller waits as long as it takes
+	}
+	dc, ok := ctx.Deadline()
+	if !ok {
+		return false // a cancellation without deadline: only a goroutine can stop waiting at once
+	}
+	dr, ok := reqCtx.Deadline()
+	return ok && !dr.After(dc)
 }
 
 // Attempt makes one acquisition attempt with the token in *tok, minting
@@ -90,7 +242,8 @@ func Value(tok fenced.Token) string {
 // pkg prefixes the errors of minting ("redis", "redlock"). When minting
 // fails Attempt returns errors.Join(distlock.ErrNotAcquired, ctx.Err()) if
 // ctx has ended and the wrapped error of source otherwise; an invalid
-// token from source is fenced.ErrInvalidToken.
+// token from source (≤ 0, e.g. a counter that overflowed) is
+// fenced.ErrInvalidToken.
 func Attempt[L any](ctx context.Context, source fenced.Source, pkg, key string, tok *fenced.Token,
 	try func(tok fenced.Token, value string) (l L, stale bool, err error)) (L, error) {
 	var zero L
@@ -118,6 +271,15 @@ func Attempt[L any](ctx context.Context, source fenced.Source, pkg, key string, 
 		*tok = 0
 	}
 	return zero, err
+}
+
+// NoValidity reports whether ttl leaves no validity after drift and
+// margin (ttl − drift − margin ≤ 0; negative drift or margin count as
+// zero), without the overflow the plain subtraction has when drift or
+// margin is near math.MaxInt64.
+func NoValidity(ttl, drift, margin time.Duration) bool {
+	drift, margin = max(drift, 0), max(margin, 0)
+	return ttl <= 0 || ttl <= drift || ttl-drift <= margin
 }
 
 // Duration is one duration field of a backend's Config: its name (for the
