@@ -130,11 +130,11 @@ func TestFrozenServerOrphanCleaned(t *testing.T) {
 // deadline returns the end of a lease's safe validity.
 func deadline(t testing.TB, ls distlock.Lease) time.Time {
 	t.Helper()
-	d, ok := ls.(interface{ Deadline() time.Time })
+	d, ok := ls.Deadline()
 	if !ok {
-		t.Fatalf("%T has no Deadline", ls)
+		t.Fatalf("%T has no time-based validity", ls)
 	}
-	return d.Deadline()
+	return d
 }
 
 // TestFrozenServerHeldLease holds a lease across a freeze: while the

@@ -33,11 +33,11 @@ func defaultClients(t testing.TB, procs []*testenv.Proc) []*goredis.Client {
 // deadline returns the end of a lease's safe validity.
 func deadline(t testing.TB, ls distlock.Lease) time.Time {
 	t.Helper()
-	d, ok := ls.(interface{ Deadline() time.Time })
+	d, ok := ls.Deadline()
 	if !ok {
-		t.Fatalf("%T has no Deadline", ls)
+		t.Fatalf("%T has no time-based validity", ls)
 	}
-	return d.Deadline()
+	return d
 }
 
 // within fails the test if took exceeds limit (a generous bound: several
