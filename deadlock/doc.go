@@ -21,8 +21,10 @@
 // a discrete-event scheduler over a logical clock (Time, in logical
 // microseconds): each read or write takes Options.OpTime once its lock is
 // granted, at most Options.Concurrency transactions are active, an aborted
-// attempt restarts after a seeded random delay with its original timestamp.
-// Everything is deterministic for a given workload and Options.Seed.
+// attempt restarts after a seeded random delay with its original timestamp
+// (a delay that grows with the transaction's aborts under NoWait and
+// Timeout, see Progress). Everything is deterministic for a given workload
+// and Options.Seed.
 // Workload generates scripts from a seed: number of resources, uniform,
 // Zipf or hot-spot popularity, transaction length, read ratio, Poisson
 // arrivals and think time.
@@ -38,9 +40,43 @@
 //   - Timeout: a wait that lasts LockTimeout aborts the waiter.
 //
 // Wait-die and wound-wait only ever let a transaction wait for a younger
-// (respectively older) one, so the wait-for graph stays acyclic; restarts
-// keep the original timestamp, so every transaction eventually becomes the
-// oldest and commits.
+// (respectively older) one, so the wait-for graph stays acyclic.
+//
+// # Progress
+//
+// Whether every transaction commits depends on the policy:
+//
+//   - WaitDie, WoundWait, and Detect and DetectPeriodic with the Youngest
+//     victim rule: guaranteed. The oldest active transaction is never
+//     aborted (it never dies, is never wounded, is never the youngest of a
+//     cycle), so it gets every lock it queues for once the transactions
+//     ahead of it finish or abort, and commits; restarts keep the original
+//     timestamp, so every transaction becomes the oldest in turn.
+//   - Detect and DetectPeriodic with LeastWork or FewestLocks: guaranteed
+//     by the same argument for the transaction with the most work (most
+//     locks), the oldest among equals: it is never the victim, so the
+//     largest amount of work held cannot fall without a commit, and it
+//     grows.
+//   - NoWait and Timeout: not guaranteed. Nothing protects any transaction,
+//     and a few transactions can abort each other forever. Under Timeout
+//     this happens with a fixed restart delay: after a timeout the
+//     survivors take the victim's locks and deadlock again among
+//     themselves within a step or two, the victim comes back while they
+//     wait and queues behind them, and the next timeout, LockTimeout
+//     later, picks the survivor that waited first; with 3 transactions of
+//     7 writes over 8 rows (Workload seed 735) nobody ever commits, for
+//     every seed of the jitter, because a jitter narrower than LockTimeout
+//     always lands in the same phase of the cycle. So under these two
+//     policies the restart delay grows with the transaction's aborts
+//     (exponential backoff with full jitter, capped by
+//     Options.MaxRestartDelay, drawn from Options.Seed): a transaction that
+//     keeps aborting stays away longer and longer, until another can run
+//     alone and commit. With a cap more than twice the longest an attempt
+//     can last (the default is four times) this happens, at every round of
+//     aborts, with a probability bounded away from 0, so a run completes
+//     with probability 1; but no bound on its events or logical time holds
+//     for every seed. Bound such runs with Options.MaxEvents or MaxTime:
+//     Simulate then stops with ErrLimit and the Result so far.
 //
 // # Output and checks
 //

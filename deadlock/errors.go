@@ -16,6 +16,10 @@ var (
 	// with nothing left to happen: a wait that no policy resolves. It would be
 	// a bug in a policy; tests assert it never happens.
 	ErrStuck = errors.New("deadlock: simulation stuck")
+	// ErrLimit is returned by Simulate, with the Result so far, when
+	// Options.MaxEvents or Options.MaxTime stops a run before every
+	// transaction has committed.
+	ErrLimit = errors.New("deadlock: simulation limit reached")
 	// ErrInvariant is returned by Simulate with Options.Check when an internal
 	// invariant is broken (incompatible holders, a cycle under a prevention policy).
 	ErrInvariant = errors.New("deadlock: invariant violated")

@@ -166,8 +166,31 @@ func ExampleSimulate_compare() {
 	// detect-periodic committed 500 aborted  965 deadlocks 965 serializable true
 	// wait-die        committed 500 aborted 1807 deadlocks   0 serializable true
 	// wound-wait      committed 500 aborted 1518 deadlocks   0 serializable true
-	// no-wait         committed 500 aborted 2501 deadlocks   0 serializable true
-	// timeout         committed 500 aborted 2121 deadlocks   0 serializable true
+	// no-wait         committed 500 aborted 1775 deadlocks   0 serializable true
+	// timeout         committed 500 aborted  802 deadlocks   0 serializable true
+}
+
+// A run can be bounded: Options.MaxEvents (or MaxTime) stops it with
+// ErrLimit and returns what it did so far. Here lock timeouts on a hot spot
+// whose restart delays are kept from growing (MaxRestartDelay) thrash.
+func ExampleSimulate_limit() {
+	txns, _ := deadlock.Workload{Seed: 1, Transactions: 2000, ReadRatio: 0.5, HotResources: 10}.Generate()
+	res, err := deadlock.Simulate(context.Background(), txns, &deadlock.Options{
+		Policy: deadlock.Timeout, Concurrency: 32,
+		MaxRestartDelay: 200 * deadlock.Microsecond, // a fixed [0, 200µs] window
+		MaxEvents:       100000,
+	})
+	fmt.Println(errors.Is(err, deadlock.ErrLimit))
+	fmt.Println(err)
+	fmt.Printf("%d events, %d lock requests, %d aborts, %d committed\n", res.Events, res.LockRequests, res.Aborts.Total(), res.Committed)
+	// With the default, growing backoff the same workload completes.
+	res, err = deadlock.Simulate(context.Background(), txns, &deadlock.Options{Policy: deadlock.Timeout, Concurrency: 32, MaxEvents: 100000})
+	fmt.Println(err, res.Events, "events,", res.Committed, "committed")
+	// Output:
+	// true
+	// deadlock: simulation limit reached: MaxEvents (100000) reached at t=1.348652s with 83 of 2000 transactions committed
+	// 100000 events, 55385 lock requests, 30184 aborts, 83 committed
+	// <nil> 64937 events, 2000 committed
 }
 
 // A lost update is not conflict-serializable.

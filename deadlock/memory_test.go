@@ -9,8 +9,9 @@ import (
 
 // thrashing is the workload of the "memory grows with every lock request"
 // report, scaled down: 80% of the accesses go to 10 hot resources, so
-// under lock timeouts most attempts abort and each transaction makes tens
-// to hundreds of lock requests before it commits.
+// under lock timeouts most attempts abort and, with restart delays that do
+// not grow (noBackoff), each transaction makes tens to hundreds of lock
+// requests before it commits.
 func thrashing(t *testing.T, n int, hot int) []deadlock.Txn {
 	t.Helper()
 	txns, err := deadlock.Workload{Seed: 1, Transactions: n, Resources: 100000, Length: 8, ReadRatio: 0.5, HotResources: hot}.Generate()
@@ -19,6 +20,12 @@ func thrashing(t *testing.T, n int, hot int) []deadlock.Txn {
 	}
 	return txns
 }
+
+// noBackoff, as Options.MaxRestartDelay, keeps every restart window at
+// [0, 2·RestartDelay] (mean RestartDelay, as the fixed penalty the
+// simulator used to have) under NoWait and Timeout: the growing backoff
+// would otherwise end the thrashing these tests need.
+const noBackoff = 2 * 100 * deadlock.Microsecond
 
 // TestSimulateMemoryIndependentOfRequests runs the same number of
 // transactions once without contention (one lock request per step) and
@@ -30,7 +37,7 @@ func thrashing(t *testing.T, n int, hot int) []deadlock.Txn {
 // here). Allocation counts do not depend on timing or on the GC, so the
 // generous factor 2 cannot flake.
 func TestSimulateMemoryIndependentOfRequests(t *testing.T) {
-	opts := &deadlock.Options{Policy: deadlock.Timeout, Concurrency: 32, Seed: 1, MaxGraphs: -1}
+	opts := &deadlock.Options{Policy: deadlock.Timeout, Concurrency: 32, Seed: 1, MaxGraphs: -1, MaxRestartDelay: noBackoff}
 	run := func(txns []deadlock.Txn) (allocated uint64, requests int) {
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
@@ -65,7 +72,7 @@ func TestSimulateHoldsOnlyLiveState(t *testing.T) {
 		txns := thrashing(t, n, 10)
 		for _, p := range deadlock.AllPolicies() {
 			for _, history := range []bool{false, true} {
-				opts := &deadlock.Options{Policy: p, Concurrency: concurrency, Seed: 1, History: history}
+				opts := &deadlock.Options{Policy: p, Concurrency: concurrency, Seed: 1, History: history, MaxRestartDelay: noBackoff}
 				res, f, err := deadlock.SimulateFootprint(t.Context(), txns, opts)
 				if err != nil {
 					t.Fatalf("n=%d %s: %v", n, p, err)

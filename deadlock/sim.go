@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 )
@@ -27,13 +28,26 @@ type Options struct {
 	DetectInterval Time
 	// LockTimeout is the longest wait under Timeout; default 1ms.
 	LockTimeout Time
-	// RestartDelay is the mean delay before an aborted transaction runs
-	// again (uniform in [d/2, 3d/2]); default 100µs. There is no
-	// exponential backoff: on a tiny hot set, lock timeouts can thrash for
-	// a long (logical and real) time; bound such runs with MaxTime. A restarted
-	// transaction keeps its original timestamp, so under wait-die and
-	// wound-wait it grows older and cannot starve.
+	// RestartDelay scales the delay before an aborted transaction runs
+	// again; default 100µs. Under Detect, DetectPeriodic, WaitDie and
+	// WoundWait, whose timestamps guarantee progress (see the package doc),
+	// every restart waits a uniformly random time in [d/2, 3d/2], mean d,
+	// as in DBx1000 (Yu et al.). Under NoWait and Timeout nothing but the
+	// restart timing breaks a cycle of aborts, so the delay grows with the
+	// transaction's aborts: exponential backoff with full jitter, the n-th
+	// restart waiting a uniformly random time in
+	// [0, min(MaxRestartDelay, 2d·2ⁿ⁻¹)] (mean d the first time). A
+	// restarted transaction keeps its original timestamp.
 	RestartDelay Time
+	// MaxRestartDelay caps the growing backoff under NoWait and Timeout.
+	// The default is 4 times the longest an attempt can last: the steps of
+	// the longest script, each taking OpTime plus, under Timeout, up to
+	// LockTimeout of waiting, and its think time (32.3ms under Timeout and
+	// 320µs under NoWait for 8 steps and the other defaults); at least
+	// 2·RestartDelay, the first restart's window. A cycle of aborts ends
+	// once a transaction that keeps aborting can stay away for longer than
+	// the others need to finish (see "Progress" in the package doc).
+	MaxRestartDelay Time
 	// Seed drives the restart jitter.
 	Seed uint64
 	// History keeps the reads and writes of the committed attempts in
@@ -49,8 +63,14 @@ type Options struct {
 	// MaxGraphs is how many wait-for graphs to keep (at the moment of each
 	// of the first deadlocks found); default 1, negative keeps none.
 	MaxGraphs int
+	// MaxEvents, when positive, stops a run after that many scheduler
+	// events (an arrival, a step, a lock timeout or a periodic detection
+	// each count one; a lock request is at most one) with an error wrapping
+	// ErrLimit. Default 0: no limit. It bounds the CPU time of a run that
+	// thrashes (see "Progress" in the package doc).
+	MaxEvents int
 	// MaxTime, when positive, stops a run whose logical clock passes it
-	// with an error wrapping ErrStuck.
+	// with an error wrapping ErrLimit. Default 0: no limit.
 	MaxTime Time
 	// Check verifies the lock table after every event and, under WaitDie,
 	// WoundWait and NoWait, that the wait-for graph has no cycle; a
@@ -74,6 +94,9 @@ type Result struct {
 	// Committed is the number of committed transactions (all of them,
 	// when Simulate returns no error).
 	Committed int
+	// Events is the number of scheduler events the run handled (see
+	// Options.MaxEvents).
+	Events int
 	// Aborts counts aborted attempts by cause.
 	Aborts Aborts
 	// Deadlocks is the number of wait-for cycles found.
@@ -164,6 +187,7 @@ type sim struct {
 	grants  []Grant
 	ids     []TxnID
 	detect  bool // a periodic detection is scheduled
+	backoff bool // restart delays grow with a transaction's aborts
 	waitLog []event
 	err     error
 	// afterEvent, when set (by tests), runs after every event: a window on
@@ -174,15 +198,25 @@ type sim struct {
 // Simulate runs the transaction scripts under strict two-phase locking on a
 // discrete-event scheduler with a logical clock and returns what happened.
 // The run is deterministic: the same txns and opts give the same Result.
-// Every transaction eventually commits; an aborted attempt releases its
-// locks and restarts from its first step after Options.RestartDelay.
+// An aborted attempt releases its locks and restarts from its first step
+// after a random delay (Options.RestartDelay).
 //
-// It returns an error wrapping ErrInvalidWorkload for invalid options or
-// scripts (zero or duplicate IDs, unknown step kinds, negative times), ErrStuck
-// if transactions cannot finish, and ErrInvariant when Options.Check finds
-// a broken invariant. A run can take long (a large workload, or lock
-// timeouts thrashing on a hot spot): it stops when ctx ends, returning an
-// error that wraps ctx.Err().
+// Under Detect, DetectPeriodic, WaitDie and WoundWait every transaction
+// commits. Under NoWait and Timeout a run can go on for a long time
+// without a commit (aborts that keep recreating the same conflicts), and
+// ends only because restart delays grow and are random: with probability
+// 1, but with no bound on the time or on the number of events; see
+// "Progress" in the package doc. Options.MaxEvents and Options.MaxTime
+// bound a run.
+//
+// It returns an error wrapping ErrInvalidWorkload, and a nil Result, for
+// invalid options or scripts (zero or duplicate IDs, unknown step kinds,
+// negative times). Once the run has started, it returns the Result so far
+// (Committed < len(txns)) together with an error wrapping ErrLimit when
+// Options.MaxEvents or Options.MaxTime stops it, ctx.Err() when ctx ends
+// (checked every few thousand events), ErrStuck if transactions cannot
+// finish (a bug), or ErrInvariant when Options.Check finds a broken
+// invariant.
 func Simulate(ctx context.Context, txns []Txn, opts *Options) (*Result, error) {
 	s, err := newSim(txns, opts)
 	if err != nil {
@@ -215,7 +249,8 @@ func newSim(txns []Txn, opts *Options) (*sim, error) {
 	if o.MaxGraphs == 0 {
 		o.MaxGraphs = 1
 	}
-	if o.Concurrency < 0 || o.OpTime < 0 || o.DetectInterval < 0 || o.LockTimeout < 0 || o.RestartDelay < 0 || o.MaxTime < 0 {
+	if o.Concurrency < 0 || o.OpTime < 0 || o.DetectInterval < 0 || o.LockTimeout < 0 || o.RestartDelay < 0 ||
+		o.MaxRestartDelay < 0 || o.MaxEvents < 0 || o.MaxTime < 0 {
 		return nil, fmt.Errorf("%w: negative option", ErrInvalidWorkload)
 	}
 	if int(o.Policy) >= len(policyNames) || int(o.Victim) >= len(victimNames) {
@@ -229,6 +264,12 @@ func newSim(txns []Txn, opts *Options) (*sim, error) {
 		rng:   rand.New(rand.NewPCG(o.Seed, 0x5eed)),
 	}
 	s.res.Policy, s.res.Victim = o.Policy, o.Victim
+	s.backoff = o.Policy == NoWait || o.Policy == Timeout
+	lockWait := Time(0) // the longest a lock request can wait in an attempt
+	if o.Policy == Timeout {
+		lockWait = o.LockTimeout
+	}
+	var longest Time // the longest an attempt can last
 	for i := range txns {
 		t := &txns[i]
 		if t.ID == 0 || t.Arrival < 0 {
@@ -237,14 +278,24 @@ func newSim(txns []Txn, opts *Options) (*sim, error) {
 		if _, dup := s.byID[t.ID]; dup {
 			return nil, fmt.Errorf("%w: duplicate transaction ID %d", ErrInvalidWorkload, t.ID)
 		}
+		var attempt Time
 		for _, op := range t.Ops {
 			if (op.Kind != Read && op.Kind != Write && op.Kind != Think) || op.Duration < 0 {
 				return nil, fmt.Errorf("%w: transaction %d has an invalid step %+v", ErrInvalidWorkload, t.ID, op)
 			}
+			d := op.Duration
+			if op.Kind != Think {
+				d = satAdd(o.OpTime, lockWait)
+			}
+			attempt = satAdd(attempt, d)
 		}
+		longest = max(longest, attempt)
 		s.byID[t.ID] = int32(i)
 		s.txns[i].txn = t
 		s.order[i] = int32(i)
+	}
+	if s.o.MaxRestartDelay == 0 {
+		s.o.MaxRestartDelay = max(satMul(o.RestartDelay, 2), satMul(longest, 4))
 	}
 	slices.SortStableFunc(s.order, func(a, b int32) int {
 		return cmpTime(txns[a].Arrival, txns[b].Arrival)
@@ -255,20 +306,27 @@ func newSim(txns []Txn, opts *Options) (*sim, error) {
 	return s, nil
 }
 
-// run executes the events until every transaction has committed.
+// run executes the events until every transaction has committed, a limit
+// is reached or ctx ends.
 func (s *sim) run(ctx context.Context) (*Result, error) {
 	o := &s.o
-	for n := 0; len(s.ev) > 0 && s.err == nil; n++ {
-		if n%4096 == 0 {
+	// Once every transaction has committed, what is left in the queue is
+	// stale (timeouts and steps of aborted attempts, a periodic detection):
+	// the run is over, whatever the limits.
+	for ; len(s.ev) > 0 && s.err == nil && s.res.Committed < len(s.txns); s.res.Events++ {
+		if s.res.Events%4096 == 0 {
 			if err := ctx.Err(); err != nil {
-				return nil, fmt.Errorf("deadlock: simulation stopped at t=%s with %d of %d committed: %w", s.now, s.res.Committed, len(s.txns), err)
+				return s.stop(fmt.Errorf("deadlock: simulation stopped at t=%s with %d of %d committed: %w", s.now, s.res.Committed, len(s.txns), err))
 			}
+		}
+		if o.MaxEvents > 0 && s.res.Events >= o.MaxEvents {
+			return s.stop(fmt.Errorf("%w: MaxEvents (%d) reached at t=%s with %d of %d transactions committed", ErrLimit, o.MaxEvents, s.now, s.res.Committed, len(s.txns)))
+		}
+		if o.MaxTime > 0 && s.ev[0].at > o.MaxTime {
+			return s.stop(fmt.Errorf("%w: MaxTime (%s) reached with %d of %d transactions committed", ErrLimit, o.MaxTime, s.res.Committed, len(s.txns)))
 		}
 		e := s.pop()
 		s.now = e.at
-		if o.MaxTime > 0 && s.now > o.MaxTime {
-			return nil, fmt.Errorf("%w: %d of %d transactions committed by t=%s", ErrStuck, s.res.Committed, len(s.txns), o.MaxTime)
-		}
 		s.handle(e)
 		if o.Check && s.err == nil {
 			s.check()
@@ -278,13 +336,19 @@ func (s *sim) run(ctx context.Context) (*Result, error) {
 		}
 	}
 	if s.err != nil {
-		return nil, s.err
+		return s.stop(s.err)
 	}
 	if s.res.Committed != len(s.txns) {
-		return nil, fmt.Errorf("%w: %d of %d transactions committed, nothing left to happen", ErrStuck, s.res.Committed, len(s.txns))
+		return s.stop(fmt.Errorf("%w: %d of %d transactions committed, nothing left to happen", ErrStuck, s.res.Committed, len(s.txns)))
 	}
 	s.finish()
 	return &s.res, nil
+}
+
+// stop ends a run early: the statistics so far, and err.
+func (s *sim) stop(err error) (*Result, error) {
+	s.finish()
+	return &s.res, err
 }
 
 func cmpTime(a, b Time) int {
@@ -295,6 +359,26 @@ func cmpTime(a, b Time) int {
 		return 1
 	}
 	return 0
+}
+
+// after returns the logical time d after now, saturating rather than
+// wrapping around for absurdly long delays.
+func (s *sim) after(d Time) Time { return satAdd(s.now, d) }
+
+// satAdd returns a+b for non-negative times, saturating.
+func satAdd(a, b Time) Time {
+	if b > math.MaxInt64-a {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+// satMul returns t·n for a non-negative t and a positive n, saturating.
+func satMul(t Time, n int64) Time {
+	if t > math.MaxInt64/Time(n) {
+		return math.MaxInt64
+	}
+	return t * Time(n)
 }
 
 func (s *sim) push(e event) {
@@ -399,7 +483,7 @@ func (s *sim) step(i int32) {
 	op := t.txn.Ops[t.pc]
 	if op.Kind == Think {
 		t.pc++
-		s.push(event{at: s.now + op.Duration, kind: evStep, tx: i, inc: t.inc})
+		s.push(event{at: s.after(op.Duration), kind: evStep, tx: i, inc: t.inc})
 		return
 	}
 	mode := Shared
@@ -445,7 +529,7 @@ func (s *sim) granted(i int32, mode Mode) {
 	s.trace(TraceEvent{Kind: TraceGrant, Txn: t.txn.ID, Resource: op.Resource, Mode: mode})
 	t.pc++
 	t.work++
-	s.push(event{at: s.now + s.o.OpTime, kind: evStep, tx: i, inc: t.inc})
+	s.push(event{at: s.after(s.o.OpTime), kind: evStep, tx: i, inc: t.inc})
 }
 
 func (s *sim) blockers(i int32) []TxnID {
@@ -474,10 +558,10 @@ func (s *sim) wait(i int32, r Resource, mode Mode) {
 		s.waitLog = append(s.waitLog, event{tx: i, aux: t.waitSeq, inc: t.inc})
 		if !s.detect {
 			s.detect = true
-			s.push(event{at: s.now + s.o.DetectInterval, kind: evDetect})
+			s.push(event{at: s.after(s.o.DetectInterval), kind: evDetect})
 		}
 	case Timeout:
-		s.push(event{at: s.now + s.o.LockTimeout, kind: evTimeout, tx: i, inc: t.inc, aux: t.waitSeq})
+		s.push(event{at: s.after(s.o.LockTimeout), kind: evTimeout, tx: i, inc: t.inc, aux: t.waitSeq})
 	case WaitDie:
 		// Older waits for younger; a younger requester dies.
 		for _, b := range s.blockers(i) {
@@ -590,7 +674,7 @@ func (s *sim) detectAll() {
 	s.waitLog = live
 	if len(live) > 0 {
 		s.detect = true
-		s.push(event{at: s.now + s.o.DetectInterval, kind: evDetect})
+		s.push(event{at: s.after(s.o.DetectInterval), kind: evDetect})
 	}
 }
 
@@ -606,11 +690,34 @@ func (s *sim) abort(i int32, c Cause) {
 	t.hist = t.hist[:0] // the attempt's steps are not part of the history
 	s.res.Aborts.add(c)
 	s.trace(TraceEvent{Kind: TraceAbort, Txn: t.txn.ID, Cause: c})
-	// A fixed penalty with jitter, as in DBx1000 (Yu et al.): no
-	// exponential backoff, so the policies are compared on equal terms.
-	d := s.o.RestartDelay/2 + Time(s.rng.Int64N(int64(s.o.RestartDelay)+1))
-	s.push(event{at: s.now + d, kind: evStep, tx: i, inc: t.inc})
+	s.push(event{at: s.after(s.restartDelay(t.inc)), kind: evStep, tx: i, inc: t.inc})
 	s.wake()
+}
+
+// restartDelay draws the delay before a transaction's n-th restart (n ≥ 1)
+// from the run's seeded generator.
+//
+// Under the timestamp policies it is a fixed penalty with jitter, as in
+// DBx1000 (Yu et al.). Under NoWait and Timeout that is not enough: a
+// cycle of lock timeouts among a few transactions can repeat forever.
+// After a timeout the survivors take the victim's locks and deadlock again
+// among themselves within a step or two; the victim restarts in
+// [d/2, 3d/2], always after that and always before the next timeout
+// (LockTimeout later) fires on the survivor that waited first, so every
+// draw leads to the same state and the jitter never matters. The window
+// therefore doubles with each abort of the transaction (full jitter, as
+// in package retry) up to MaxRestartDelay: a transaction that keeps
+// aborting eventually stays away long enough for the others to finish.
+func (s *sim) restartDelay(n uint32) Time {
+	d := s.o.RestartDelay
+	if !s.backoff {
+		return satAdd(d/2, Time(s.rng.Uint64N(uint64(d)+1)))
+	}
+	w := satMul(d, 2)
+	for k := uint32(1); k < n && w < s.o.MaxRestartDelay; k++ {
+		w = satMul(w, 2)
+	}
+	return Time(s.rng.Uint64N(uint64(min(w, s.o.MaxRestartDelay)) + 1))
 }
 
 func (s *sim) commit(i int32) {

@@ -186,6 +186,9 @@ func TestInvalidInput(t *testing.T) {
 		{[]deadlock.Txn{{ID: 1}, {ID: 1}}, nil},
 		{[]deadlock.Txn{{ID: 1, Ops: []deadlock.Op{{Kind: 9}}}}, nil},
 		{nil, &deadlock.Options{Concurrency: -1}},
+		{nil, &deadlock.Options{MaxEvents: -1}},
+		{nil, &deadlock.Options{MaxRestartDelay: -1}},
+		{nil, &deadlock.Options{MaxTime: -1}},
 		{nil, &deadlock.Options{Policy: 42}},
 	} {
 		if _, err := deadlock.Simulate(t.Context(), c.txns, c.opts); !errors.Is(err, deadlock.ErrInvalidWorkload) {
@@ -201,7 +204,8 @@ func TestInvalidInput(t *testing.T) {
 // the three properties: (1) no resource is ever held by two incompatible
 // transactions, checked independently from the trace's grant/release
 // intervals (and by the lock table after every event via Options.Check);
-// (2) nobody waits forever: every transaction commits within MaxTime;
+// (2) nobody waits forever: every transaction commits within MaxTime and
+// MaxEvents;
 // (3) the committed history is conflict-serializable. Prevention policies
 // additionally never form a cycle (Options.Check) and no-wait never waits.
 func TestProperties(t *testing.T) {
@@ -232,7 +236,7 @@ func TestProperties(t *testing.T) {
 				name := fmt.Sprintf("seed=%d/%s/%s", seed, p, v)
 				res, err := deadlock.Simulate(t.Context(), txns, &deadlock.Options{
 					Policy: p, Victim: v, Seed: seed, Concurrency: int(2 + seed%8),
-					Trace: true, History: true, Check: true, MaxTime: 10 * deadlock.Second,
+					Trace: true, History: true, Check: true, MaxTime: 10 * deadlock.Second, MaxEvents: 1000000,
 				})
 				if err != nil {
 					t.Fatalf("%s: %v", name, err)

@@ -28,6 +28,12 @@ step) to check that it is conflict-serializable. --sweep runs every
 policy over contention (hot resources 1 to 10,000) and writes sweep.md,
 sweep.png and sweep-aborts.png.
 
+Under no-wait and timeout a run ends only because restart delays grow and
+are random (see the deadlock package's "Progress"), so every run is
+bounded: --max-events (scheduler events, about 15 s of CPU per 100
+million) and --max-time (logical time) stop it, print what it did so far
+and exit with an error.
+
 flags:
 `
 
@@ -41,6 +47,9 @@ type simulateFlags struct {
 	opTime, timeout time.Duration
 	interval        time.Duration
 	restart, think  time.Duration
+	maxRestart      time.Duration
+	maxEvents       int
+	maxTime         time.Duration
 }
 
 func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -71,7 +80,10 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.DurationVar(&f.opTime, "op-time", 10*time.Microsecond, "logical time per read or write")
 	fs.DurationVar(&f.timeout, "timeout", time.Millisecond, "lock timeout (policy timeout)")
 	fs.DurationVar(&f.interval, "interval", time.Millisecond, "detection period (policy detect-periodic)")
-	fs.DurationVar(&f.restart, "restart-delay", 100*time.Microsecond, "mean delay before an aborted transaction restarts")
+	fs.DurationVar(&f.restart, "restart-delay", 100*time.Microsecond, "mean delay before an aborted transaction's first restart")
+	fs.DurationVar(&f.maxRestart, "max-restart-delay", 0, "cap of the growing restart backoff under no-wait and timeout (0 = 4x the longest an attempt can last)")
+	fs.IntVar(&f.maxEvents, "max-events", 100_000_000, "stop a run after this many scheduler events and report it incomplete (0 = no limit)")
+	fs.DurationVar(&f.maxTime, "max-time", 0, "stop a run when its logical clock passes this and report it incomplete (0 = no limit)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -110,6 +122,12 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 		opts := f.options(p, victim)
 		res, err := deadlock.Simulate(ctx, txns, opts)
+		if errors.Is(err, deadlock.ErrLimit) {
+			// What the run did before it was stopped: a thrashing policy
+			// shows its aborts and lock requests.
+			printTable(stdout, append(results, res))
+			return fmt.Errorf("%s: %w after %d lock requests (raise --max-events or --max-time)", p, err, res.LockRequests)
+		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", p, err)
 		}
@@ -132,7 +150,8 @@ func (f simulateFlags) options(p deadlock.Policy, v deadlock.Victim) *deadlock.O
 	return &deadlock.Options{
 		Policy: p, Victim: v, Concurrency: f.concurrency, Seed: f.wl.Seed,
 		OpTime: logical(f.opTime), LockTimeout: logical(f.timeout), DetectInterval: logical(f.interval),
-		RestartDelay: logical(f.restart), Trace: f.trace,
+		RestartDelay: logical(f.restart), MaxRestartDelay: logical(f.maxRestart), Trace: f.trace,
+		MaxEvents: f.maxEvents, MaxTime: logical(f.maxTime),
 		// The committed history (a record per committed step, the size of
 		// the workload) is what CheckSerializable verifies for every run.
 		History: true,
@@ -141,11 +160,11 @@ func (f simulateFlags) options(p deadlock.Policy, v deadlock.Victim) *deadlock.O
 
 func printTable(w io.Writer, results []*deadlock.Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "policy\tcommitted\taborted\tdeadlock\tdied\twounded\tno-wait\ttimeout\tdeadlocks found\tmean wait\tp99 wait\tthroughput (tx/s)\t")
+	fmt.Fprintln(tw, "policy\tcommitted\taborted\tdeadlock\tdied\twounded\tno-wait\ttimeout\tdeadlocks found\tlock requests\tmean wait\tp99 wait\tthroughput (tx/s)\t")
 	for _, r := range results {
 		a := r.Aborts
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%.0f\t\n",
-			r.Policy, r.Committed, a.Total(), a.Deadlock, a.Died, a.Wounded, a.NoWait, a.Timeout, r.Deadlocks, r.MeanWait, r.P99Wait, r.Throughput)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%.0f\t\n",
+			r.Policy, r.Committed, a.Total(), a.Deadlock, a.Died, a.Wounded, a.NoWait, a.Timeout, r.Deadlocks, r.LockRequests, r.MeanWait, r.P99Wait, r.Throughput)
 	}
 	tw.Flush()
 }

@@ -2,10 +2,13 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/concurkit/concurkit/deadlock"
 )
 
 func TestSimulateCompare(t *testing.T) {
@@ -46,10 +49,46 @@ func TestSimulateBadFlags(t *testing.T) {
 		{"--victim", "oldest"},
 		{"--read-ratio", "2"},
 		{"extra"},
+		{"--max-events", "-1"},
+		{"--max-time", "-1s"},
+		{"--max-restart-delay", "-1ms"},
 	} {
 		var out, errb bytes.Buffer
 		if err := runSimulate(t.Context(), append(args, "--out", t.TempDir()), &out, &errb); err == nil {
 			t.Errorf("%v: no error", args)
 		}
+	}
+}
+
+// TestSimulateIssueConfig is the command of the report "simulate --policy
+// timeout --hot 10 never ends": after 1,995 commits the last 5 transactions
+// aborted each other on the hot rows forever. It now completes, well
+// within a bound on events that turns a run that never ends into a failure.
+func TestSimulateIssueConfig(t *testing.T) {
+	var out, errb bytes.Buffer
+	args := []string{"--policy", "timeout", "--hot", "10", "--txns", "2000", "--max-events", "2000000", "--out", t.TempDir()}
+	if err := runSimulate(t.Context(), args, &out, &errb); err != nil {
+		t.Fatalf("%v\n%s%s", err, out.String(), errb.String())
+	}
+	if !strings.Contains(out.String(), "  timeout       2000 ") || !strings.Contains(out.String(), "conflict-serializable") {
+		t.Errorf("output:\n%s", out.String())
+	}
+}
+
+// TestSimulateLimitFlags: --max-events and --max-time stop a thrashing run
+// (restart delays kept from growing) with deadlock.ErrLimit, after printing
+// what it did.
+func TestSimulateLimitFlags(t *testing.T) {
+	for _, limit := range [][]string{{"--max-events", "10000"}, {"--max-time", "100ms"}} {
+		var out, errb bytes.Buffer
+		args := append([]string{"--policy", "timeout", "--hot", "10", "--txns", "2000", "--max-restart-delay", "200us", "--out", t.TempDir()}, limit...)
+		err := runSimulate(t.Context(), args, &out, &errb)
+		if !errors.Is(err, deadlock.ErrLimit) || !strings.Contains(err.Error(), "raise --max-events or --max-time") {
+			t.Fatalf("%v: err = %v", limit, err)
+		}
+		if !strings.Contains(out.String(), "lock requests") || !strings.Contains(out.String(), "  timeout ") {
+			t.Errorf("%v: output:\n%s", limit, out.String())
+		}
+		t.Logf("%v: %v", limit, err)
 	}
 }
