@@ -57,12 +57,12 @@
 // DialKeepAliveTime/DialKeepAliveTimeout on the client additionally let
 // its balancer drop a frozen member's connection sooner.
 //
-// Measured with a 3-member cluster and default clients: with the leader
-// frozen, calls with a 2 s context return after 2 s and Release without a
-// deadline after the request timeout; a held AutoExtend lease with a 3 s TTL
-// survives (the new leader extends leases on election). With the only
-// member frozen, every call returns within its bound and the held lease is
-// reported lost at the end of its validity.
+// Measured with default clients (TestFrozenMember): with the only member,
+// the leader or a follower frozen, every call returns within its context's
+// deadline or the request timeout; a held AutoExtend lease with a 3 s TTL
+// survives a frozen leader or follower (the new leader extends leases when
+// it is elected) and is reported lost at the end of its validity when the
+// only member is frozen, before the server could hand the lock to anyone.
 //
 // # Keys
 //
