@@ -27,17 +27,61 @@
 // # TTL and lease loss
 //
 // distlock.Options.TTL becomes the etcd lease TTL in whole seconds, rounded
-// up (1.2s → 2s); etcd may raise very small TTLs to its own minimum. Once
-// the lock is held nothing renews the lease unless the caller calls Extend
-// or sets AutoExtend (no hidden watchdog), so a paused process loses it
-// after TTL. The lease's context is cancelled (cause matching
-// distlock.ErrLeaseLost) when the requested TTL, minus clock drift and a
-// safety margin, has passed since the last grant or renewal, when a renewal
-// reports the lease gone, or when a watch sees the lock key deleted (lease
-// revoked or expired on the server, key deleted by an operator).
+// up (1.2s → 2s) without overflow; TTLs above MaxTTL (etcd's limit of
+// 9,000,000,000 s) are rejected with distlock.ErrInvalidOptions. etcd may
+// raise very small TTLs to its own minimum; the lease's local validity is
+// the requested TTL, and never more than the TTL the server granted (read
+// from the grant's response). Once the lock is held nothing renews the
+// lease unless the caller calls Extend or sets AutoExtend (no hidden
+// watchdog), so a paused process loses it after TTL. The lease's context is
+// cancelled (cause matching distlock.ErrLeaseLost) when that validity,
+// minus clock drift and a safety margin, has passed since the last grant or
+// renewal, when a renewal reports the lease gone, or when a watch sees the
+// lock key deleted (lease revoked or expired on the server, key deleted by
+// an operator).
+//
+// # Frozen members and request timeouts
+//
+// A frozen etcd member (SIGSTOP, a paused VM, a hung disk) keeps its
+// connections open and answers nothing, and clientv3 puts no deadline of
+// its own on a request: without one, a request routed to that member
+// waits until the member resumes. The Locker therefore bounds every
+// request it sends by Config.RequestTimeout (default
+// DefaultRequestTimeout, 5 s) on top of the caller's context, and each
+// lease renewal also by a third of the lease's TTL (so AutoExtend can retry
+// on another member before the lease runs out). Acquire retries requests
+// that time out or find no leader until its context ends; a waiting
+// contender re-reads its predecessors after every renewal, since a watch
+// held by a frozen member never fires. TryAcquire, Extend and Release make
+// one bounded attempt. A plain clientv3.Config{Endpoints: ...} is enough;
+// DialKeepAliveTime/DialKeepAliveTimeout on the client additionally let
+// its balancer drop a frozen member's connection sooner.
+//
+// Measured with default clients (TestFrozenMember): with the only member,
+// the leader or a follower frozen, every call returns within its context's
+// deadline or the request timeout; a held AutoExtend lease with a 3 s TTL
+// survives a frozen leader or follower (the new leader extends leases when
+// it is elected) and is reported lost at the end of its validity when the
+// only member is frozen, before the server could hand the lock to anyone.
+//
+// # Keys
+//
+// A key must be valid UTF-8 and at most MaxKeyLen (1024) bytes; otherwise
+// Acquire and TryAcquire return distlock.ErrInvalidKey before any request.
+// The key is stored as url.PathEscape(key) ('/' and every byte outside the
+// URL path alphabet percent-encoded, '%' included), so distinct keys never
+// share a lock and no key is a prefix of another key's directory.
+//
+// # Release and cleanup
 //
 // Release revokes the lease, which deletes only keys attached to it: it can
-// never delete a successor's lock. A lease per acquisition also makes a
-// lost response harmless: cleanup revokes the lease whether or not the put
-// was applied.
+// never delete a successor's lock. The revocation is bounded by the
+// deadline of the context it runs with and by the request timeout (also
+// when that context has none); if etcd does not answer in time, the key
+// goes with the lease when its TTL runs out. A lease per acquisition also
+// makes a lost response harmless: cleanup revokes the lease whether or not
+// the put was applied. The cleanup of an abandoned acquisition runs in the
+// background (bounded by the request timeout), so Acquire returns as soon
+// as its context ends; the Locker's next attempt on the same key waits for
+// it, so it never queues behind its own leftover.
 package etcd

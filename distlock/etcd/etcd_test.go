@@ -23,35 +23,6 @@ func newLocker(t *testing.T, c *clientv3.Client, prefix string) *etcd.Locker {
 	return l
 }
 
-func TestBadInput(t *testing.T) {
-	if _, err := etcd.New(nil, nil); !errors.Is(err, distlock.ErrInvalidOptions) {
-		t.Errorf("New(nil) = %v, want ErrInvalidOptions", err)
-	}
-	var nilClient *clientv3.Client
-	if _, err := etcd.New(nilClient, nil); !errors.Is(err, distlock.ErrInvalidOptions) {
-		t.Errorf("New((*Client)(nil)) = %v, want ErrInvalidOptions", err)
-	}
-	c, prefix := testenv.Etcd(t)
-	l := newLocker(t, c, prefix)
-	cases := []struct {
-		name string
-		key  string
-		opts *distlock.Options
-		want error
-	}{
-		{"empty key", "", nil, distlock.ErrInvalidKey},
-		{"negative ttl", "k", &distlock.Options{TTL: -time.Second}, distlock.ErrInvalidOptions},
-	}
-	for _, tc := range cases {
-		if _, err := l.Acquire(t.Context(), tc.key, tc.opts); !errors.Is(err, tc.want) {
-			t.Errorf("Acquire %s: %v, want %v", tc.name, err, tc.want)
-		}
-		if _, err := l.TryAcquire(t.Context(), tc.key, tc.opts); !errors.Is(err, tc.want) {
-			t.Errorf("TryAcquire %s: %v, want %v", tc.name, err, tc.want)
-		}
-	}
-}
-
 // TestTTLExpiry: a holder that neither extends nor releases loses the
 // lease: its context ends at TTL − drift − margin, before the server's lease
 // (TTL rounded up) expires; then the waiter acquires with a higher token.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -30,20 +31,24 @@ func getenv(name, def string) string {
 // fenced write, so even a holder that lost its lock unnoticed could not
 // charge again: storage would reject its token.
 func ExampleLocker_Acquire() {
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a server that is down must not hang the example
+	defer cancel()
 	pgcfg, err := pgxpool.ParseConfig(getenv("CONCURKIT_POSTGRES_URL", "postgres://postgres@127.0.0.1:15432/postgres?sslmode=disable"))
 	if err != nil {
-		panic(err) // examples only: the library never panics
+		fmt.Println("error:", err) // e.g. a server is not running
+		return
 	}
 	pgcfg.MaxConns = 1 // one session, so the TEMP table is visible to all instances
 	db, err := pgxpool.NewWithConfig(ctx, pgcfg)
 	if err != nil {
-		panic(err)
+		fmt.Println("error:", err)
+		return
 	}
 	defer db.Close()
 	if _, err := db.Exec(ctx, `CREATE TEMP TABLE orders (id bigint PRIMARY KEY, charged boolean NOT NULL DEFAULT false,
 		charged_by text, max_seen_token bigint NOT NULL DEFAULT 0); INSERT INTO orders (id) VALUES (42)`); err != nil {
-		panic(err)
+		fmt.Println("error:", err)
+		return
 	}
 	servers := strings.Split(getenv("CONCURKIT_ZK_ADDR", "127.0.0.1:12181"), ",")
 	key := fmt.Sprintf("order-42-%d", rand.Int64()) // a fresh lock per run
@@ -54,12 +59,14 @@ func ExampleLocker_Acquire() {
 		wg.Go(func() {
 			locker, err := zookeeper.New(servers, nil) // one per instance: its own session
 			if err != nil {
-				panic(err)
+				fmt.Println("error:", err)
+				return
 			}
 			defer locker.Close()
 			lease, err := locker.Acquire(ctx, key, nil)
 			if err != nil {
-				panic(err)
+				fmt.Println("error:", err)
+				return
 			}
 			defer lease.Release(ctx)
 
@@ -74,7 +81,8 @@ func ExampleLocker_Acquire() {
 			case errors.Is(err, fenced.ErrStaleToken), errors.Is(err, distlock.ErrLeaseLost):
 				return // lost the lock meanwhile: the new holder decides
 			case err != nil:
-				panic(err)
+				fmt.Println("error:", err)
+				return
 			}
 			charges.Add(1)
 		})
@@ -84,7 +92,8 @@ func ExampleLocker_Acquire() {
 	var charged bool
 	var token int64
 	if err := db.QueryRow(ctx, "SELECT charged, max_seen_token FROM orders WHERE id = 42").Scan(&charged, &token); err != nil {
-		panic(err)
+		fmt.Println("error:", err)
+		return
 	}
 	fmt.Println("charged:", charged)
 	fmt.Println("charges:", charges.Load())
@@ -98,21 +107,30 @@ func ExampleLocker_Acquire() {
 // TryAcquire does not wait: while one holder has the lock, another attempt
 // fails at once with distlock.ErrNotAcquired.
 func ExampleLocker_TryAcquire() {
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	servers := strings.Split(getenv("CONCURKIT_ZK_ADDR", "127.0.0.1:12181"), ",")
 	locker, err := zookeeper.New(servers, &zookeeper.Config{Root: "/concurkit/examples"})
 	if err != nil {
-		panic(err)
+		fmt.Println("error:", err)
+		return
 	}
 	defer locker.Close()
 	key := fmt.Sprintf("report-%d", rand.Int64())
 
 	first, err := locker.TryAcquire(ctx, key, nil)
 	fmt.Println("first:", err)
+	if err != nil {
+		return
+	}
 	_, err = locker.TryAcquire(ctx, key, nil)
 	fmt.Println("second:", errors.Is(err, distlock.ErrNotAcquired))
 	fmt.Println("release:", first.Release(ctx))
 	again, err := locker.TryAcquire(ctx, key, nil)
+	if err != nil {
+		fmt.Println("after release:", err)
+		return
+	}
 	fmt.Println("after release:", err, again.Token() > first.Token())
 	_ = again.Release(ctx)
 	// Output:

@@ -19,6 +19,9 @@ type faultyNet struct {
 
 	dropCreate  atomic.Bool  // close the connection right after the next lock create is sent
 	lockCreates atomic.Int32 // lock-node create requests sent
+
+	// beforeWrite, if set, sees every request packet before it is sent.
+	beforeWrite atomic.Pointer[func(op int32, pkt []byte)]
 }
 
 func (f *faultyNet) Dial(network, addr string, timeout time.Duration) (net.Conn, error) {
@@ -62,6 +65,9 @@ type faultyConn struct {
 const opCreate = 1
 
 func (c *faultyConn) Write(b []byte) (int, error) {
+	if hook := c.f.beforeWrite.Load(); hook != nil && len(b) >= 12 {
+		(*hook)(int32(binary.BigEndian.Uint32(b[8:12])), b)
+	}
 	n, err := c.Conn.Write(b)
 	// A request packet: length(4) xid(4) opcode(4) path...
 	if err == nil && len(b) >= 12 && binary.BigEndian.Uint32(b[8:12]) == opCreate && bytes.Contains(b, []byte("-lock-")) {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -27,9 +28,13 @@ var (
 // client has a session and ends at the first disconnection, session expiry
 // or Close. Leases are bound to the epoch in which they were verified.
 type session struct {
-	conn    *zk.Conn
-	events  <-chan zk.Event
-	timeout time.Duration
+	conn   *zk.Conn
+	events <-chan zk.Event
+	ttl    time.Duration // the requested session timeout
+	// negotiated is the session timeout the server granted (nanoseconds),
+	// read from its connect response; 0 until it answered.
+	negotiated atomic.Int64
+	refs       int // contenders and leases using the session; guarded by Locker.mu
 
 	ctx     context.Context // cancelled by close
 	stop    context.CancelFunc
@@ -40,6 +45,8 @@ type session struct {
 	cancel context.CancelCauseFunc
 	ready  chan struct{} // closed when the next epoch starts
 	closed bool
+	// downSince is when the last epoch ended; zero while live.
+	downSince time.Time
 
 	// Settling after a reconnection with the same session, see settle.
 	lastSID  int64
@@ -56,7 +63,7 @@ const settleDelay = 50 * time.Millisecond
 const opSetWatches = 101
 
 func (l *Locker) dial(timeout time.Duration) (*session, error) {
-	s := &session{timeout: timeout, ready: make(chan struct{})}
+	s := &session{ttl: timeout, ready: make(chan struct{})}
 	s.ctx, s.stop = context.WithCancel(context.Background())
 	dialer := func(network, addr string, timeout time.Duration) (net.Conn, error) {
 		c, err := l.dialer(network, addr, timeout)
@@ -77,10 +84,40 @@ func (l *Locker) dial(timeout time.Duration) (*session, error) {
 	return s, nil
 }
 
-// settleConn reports the client's set-watches request to its session.
+// settleConn reports the client's set-watches request and the session
+// timeout granted by the server to its session.
 type settleConn struct {
 	net.Conn
 	s *session
+	// The start of the first response on the connection, the connect
+	// response: length(4) protocolVersion(4) timeOut(4) sessionId(8).
+	// Reads happen on one goroutine at a time (the client's connect, then
+	// its receive loop, started after it).
+	hdr [20]byte
+	got int
+}
+
+func (c *settleConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if c.got < len(c.hdr) && n > 0 {
+		c.got += copy(c.hdr[c.got:], b[:n])
+		if c.got == len(c.hdr) {
+			timeout := int32(binary.BigEndian.Uint32(c.hdr[8:12]))
+			if sid := binary.BigEndian.Uint64(c.hdr[12:20]); sid != 0 && timeout > 0 {
+				c.s.negotiated.Store(int64(time.Duration(timeout) * time.Millisecond))
+			}
+		}
+	}
+	return n, err
+}
+
+// timeout returns the session timeout the server granted, or the requested
+// one until the server has answered.
+func (s *session) timeout() time.Duration {
+	if n := s.negotiated.Load(); n > 0 {
+		return time.Duration(n)
+	}
+	return s.ttl
 }
 
 func (c *settleConn) Write(b []byte) (int, error) {
@@ -137,6 +174,7 @@ func (s *session) onEvent(ev zk.Event) {
 
 func (s *session) startEpochLocked() {
 	s.live, s.cancel = context.WithCancelCause(context.Background())
+	s.downSince = time.Time{}
 	close(s.ready)
 }
 
@@ -165,6 +203,75 @@ func (s *session) endEpochLocked(cause error) {
 	s.cancel(cause)
 	s.live, s.cancel = nil, nil
 	s.ready = make(chan struct{})
+	s.downSince = time.Now()
+}
+
+// isClosed reports whether close was called.
+func (s *session) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// connected reports whether the session is in an epoch (connected, with a
+// session).
+func (s *session) connected() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.live != nil && s.live.Err() == nil
+}
+
+// unreachable describes a lock node the client cannot delete now because
+// it is not connected: once the client has had no contact for a whole
+// session timeout, the server has expired the session and deleted the
+// node; before that, the node goes when the client reconnects with the
+// same session (see background), or with the session.
+func (s *session) unreachable(path string) error {
+	s.mu.Lock()
+	down := s.downSince
+	s.mu.Unlock()
+	t := s.timeout()
+	if !down.IsZero() {
+		if gone := time.Since(down); gone >= t {
+			return fmt.Errorf("%w: zookeeper: lock node %s: no contact with ZooKeeper for %v, longer than the session timeout %v: the session expired and the server deleted the node",
+				distlock.ErrLeaseLost, path, gone.Round(time.Millisecond), t)
+		}
+	}
+	return fmt.Errorf("%w: zookeeper: lock node %s: not connected; it is deleted on reconnection with the same session, or by the server when the session expires (timeout %v)",
+		distlock.ErrLeaseLost, path, t)
+}
+
+// goTracked runs fn in a goroutine that close waits for; it returns false
+// (and does not run fn) once the session is closed.
+func (s *session) goTracked(fn func()) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.reapers.Add(1)
+	go func() {
+		defer s.reapers.Done()
+		fn()
+	}()
+	return true
+}
+
+// call runs fn (a request of the go-zookeeper client, which takes no
+// context) and returns its error, or ctx's error if ctx ends first; fn then
+// finishes in the background, bounded by the client's receive timeout (two
+// thirds of the session timeout), which closes an unanswered connection.
+func (s *session) call(ctx context.Context, fn func() error) error {
+	res := make(chan error, 1)
+	if !s.goTracked(func() { res <- fn() }) {
+		return errClosed
+	}
+	select {
+	case err := <-res:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // waitLive returns the context of the current epoch, waiting for the

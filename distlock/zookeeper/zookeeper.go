@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/url"
 	"slices"
@@ -14,17 +15,35 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-zookeeper/zk"
 
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/fenced"
+	"github.com/concurkit/concurkit/internal/handle"
 	"github.com/concurkit/concurkit/internal/lease"
 )
 
 // DefaultRoot is the znode under which lock nodes are created when
 // Config.Root is empty.
 const DefaultRoot = "/concurkit/locks"
+
+// MaxKeyLen is the longest key in bytes. A key becomes one znode name of
+// at most three times its length (percent-encoding); every request must
+// stay below the server's jute.maxbuffer (1 MB by default), and a request
+// above it makes the server drop the connection, ending every lease of the
+// session.
+const MaxKeyLen = 1024
+
+// MaxTTL is the longest TTL the Locker accepts: a ZooKeeper session
+// timeout is an int32 of milliseconds (about 24.8 days). The server clamps
+// the session timeout to its own [minSessionTimeout, maxSessionTimeout]
+// (by default 2 to 20 ticks, 4 s to 40 s with the default 2 s tickTime).
+const MaxTTL = math.MaxInt32 * time.Millisecond
+
+// maxRootLen bounds Config.Root (see MaxKeyLen).
+const maxRootLen = 1024
 
 // ErrClosed is returned by Acquire and TryAcquire after Close.
 var ErrClosed = errors.New("zookeeper: locker closed")
@@ -35,20 +54,27 @@ type Config struct {
 	// Root is the absolute znode path under which each key gets a child
 	// node holding its lock nodes: /<Root>/<escaped key>/_c_<guid>-lock-N.
 	// Default DefaultRoot. Missing nodes are created (the per-key node as a
-	// container node, which the server removes once it is empty).
+	// container node, which the server removes once it is empty). It must
+	// be a valid ZooKeeper path of at most 1024 bytes outside /zookeeper
+	// (the server's own subtree); otherwise New returns
+	// distlock.ErrInvalidOptions.
 	Root string
-	// ACL of the created nodes. Default zk.WorldACL(zk.PermAll).
+	// ACL of the created nodes. Default zk.WorldACL(zk.PermAll); an empty
+	// non-nil slice is distlock.ErrInvalidOptions.
 	ACL []zk.ACL
 	// Dialer opens the TCP connections to the servers. Default
 	// net.DialTimeout.
 	Dialer zk.Dialer
 	// Logger receives the ZooKeeper client's log lines. Default: discarded.
+	// A typed nil (say a nil *log.Logger) is distlock.ErrInvalidOptions.
 	Logger zk.Logger
 }
 
 // Locker hands out leases backed by ZooKeeper sessions. It is safe for
-// concurrent use. It owns one client connection (and session) per distinct
-// TTL used; Close ends them, which releases every lock they hold.
+// concurrent use. It owns one client connection (and session) per session
+// timeout in use by a lease or a waiting acquisition; when none is in use
+// it keeps the last one for the next acquisition. Close ends them all,
+// which releases every lock they hold.
 type Locker struct {
 	servers []string
 	root    string
@@ -58,16 +84,20 @@ type Locker struct {
 
 	mu       sync.Mutex
 	closed   bool
-	sessions map[time.Duration]*session
-	watchers sync.WaitGroup
+	sessions []*session
+	watchers sync.WaitGroup // lease watchers, acquisitions, session closes
+	// abandoned holds, per key node, the done channels of acquisitions
+	// whose caller gave up while they still ran (closed when finished).
+	abandoned map[string][]chan struct{}
 }
 
 var _ distlock.Locker = (*Locker)(nil)
 
 // New returns a Locker for the ZooKeeper ensemble at servers ("host:port").
 // It does not connect until the first acquisition. It returns an error
-// matching distlock.ErrInvalidOptions if servers is empty or cfg.Root is
-// not a valid absolute path.
+// matching distlock.ErrInvalidOptions if servers is empty, cfg.Root is not
+// a valid absolute path (see Config.Root), cfg.ACL is empty but not nil or
+// cfg.Logger is a typed nil.
 func New(servers []string, cfg *Config) (*Locker, error) {
 	var c Config
 	if cfg != nil {
@@ -82,22 +112,28 @@ func New(servers []string, cfg *Config) (*Locker, error) {
 	if err := validRoot(c.Root); err != nil {
 		return nil, err
 	}
-	if c.ACL == nil {
+	switch {
+	case c.ACL == nil:
 		c.ACL = zk.WorldACL(zk.PermAll)
+	case len(c.ACL) == 0:
+		return nil, fmt.Errorf("%w: zookeeper: empty ACL", distlock.ErrInvalidOptions)
 	}
 	if c.Dialer == nil {
 		c.Dialer = net.DialTimeout
 	}
-	if c.Logger == nil {
+	switch {
+	case c.Logger == nil:
 		c.Logger = discard{}
+	case handle.IsNil(c.Logger):
+		return nil, fmt.Errorf("%w: zookeeper: nil %T logger", distlock.ErrInvalidOptions, c.Logger)
 	}
 	return &Locker{
-		servers:  slices.Clone(servers),
-		root:     strings.TrimSuffix(c.Root, "/"),
-		acl:      c.ACL,
-		dialer:   c.Dialer,
-		logger:   c.Logger,
-		sessions: make(map[time.Duration]*session),
+		servers:   slices.Clone(servers),
+		root:      strings.TrimSuffix(c.Root, "/"),
+		acl:       slices.Clone(c.ACL),
+		dialer:    c.Dialer,
+		logger:    c.Logger,
+		abandoned: make(map[string][]chan struct{}),
 	}, nil
 }
 
@@ -105,19 +141,44 @@ type discard struct{}
 
 func (discard) Printf(string, ...any) {}
 
+// validRoot applies ZooKeeper's path rules (PathUtils.validatePath on the
+// server; it counts UTF-16 code units, so characters outside the Basic
+// Multilingual Plane are surrogates there, which it refuses).
 func validRoot(root string) error {
-	if root == "/" {
-		return nil
+	bad := func(why string) error {
+		return fmt.Errorf("%w: zookeeper: root %q: %s", distlock.ErrInvalidOptions, root, why)
 	}
-	if !strings.HasPrefix(root, "/") || strings.HasSuffix(root, "/") {
-		return fmt.Errorf("%w: zookeeper: root %q must be an absolute path without trailing slash", distlock.ErrInvalidOptions, root)
+	switch {
+	case !utf8.ValidString(root):
+		return bad("not valid UTF-8")
+	case len(root) > maxRootLen:
+		return bad(fmt.Sprintf("longer than %d bytes", maxRootLen))
+	case root == "/":
+		return nil
+	case !strings.HasPrefix(root, "/") || strings.HasSuffix(root, "/"):
+		return bad("must be an absolute path without trailing slash")
+	case root == "/zookeeper" || strings.HasPrefix(root, "/zookeeper/"):
+		return bad("inside the server's own /zookeeper subtree")
 	}
 	for part := range strings.SplitSeq(root[1:], "/") {
 		if part == "" || part == "." || part == ".." {
-			return fmt.Errorf("%w: zookeeper: invalid root %q", distlock.ErrInvalidOptions, root)
+			return bad("empty, . or .. path component")
+		}
+	}
+	for _, r := range root {
+		if !validPathRune(r) {
+			return bad(fmt.Sprintf("character %U not allowed in a znode path", r))
 		}
 	}
 	return nil
+}
+
+func validPathRune(r rune) bool {
+	switch {
+	case r <= 0x1f, r >= 0x7f && r <= 0x9f, r >= 0xd800 && r <= 0xf8ff, r >= 0xfff0:
+		return false
+	}
+	return true
 }
 
 // Close ends every session of the Locker: each lease's context is
@@ -141,44 +202,117 @@ func (l *Locker) Close() error {
 	return nil
 }
 
+// goTracked runs fn in a goroutine that Close waits for; it returns false
+// (and does not run fn) once the Locker is closed.
+func (l *Locker) goTracked(fn func()) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return false
+	}
+	l.watchers.Add(1)
+	go func() {
+		defer l.watchers.Done()
+		fn()
+	}()
+	return true
+}
+
+// session returns a session for a session timeout of ttl, counting one more
+// user of it (release with unref): one requested with ttl, else one the
+// server granted ttl, else a new one.
 func (l *Locker) session(ttl time.Duration) (*session, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
 		return nil, ErrClosed
 	}
-	if s := l.sessions[ttl]; s != nil {
-		return s, nil
+	i := slices.IndexFunc(l.sessions, func(s *session) bool { return s.ttl == ttl })
+	if i < 0 {
+		i = slices.IndexFunc(l.sessions, func(s *session) bool { return s.negotiated.Load() == int64(ttl) })
+	}
+	if i >= 0 {
+		l.sessions[i].refs++
+		return l.sessions[i], nil
 	}
 	s, err := l.dial(ttl)
 	if err != nil {
 		return nil, err
 	}
-	l.sessions[ttl] = s
+	s.refs = 1
+	l.closeIdleLocked(nil) // an idle session is only kept while no other is open
+	l.sessions = append(l.sessions, s)
 	return s, nil
 }
 
+// unref ends one use of s. When s becomes idle it is kept for the next
+// acquisition and every other idle session is closed; dialling a new
+// session closes the idle one too. So a Locker holds one session per
+// session timeout in use, or, when none is in use, the last one used.
+func (l *Locker) unref(s *session) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if s.refs--; s.refs > 0 || l.closed {
+		return
+	}
+	l.closeIdleLocked(s)
+}
+
+// closeIdleLocked closes, in the background, every idle session but keep.
+func (l *Locker) closeIdleLocked(keep *session) {
+	var idle []*session
+	l.sessions = slices.DeleteFunc(l.sessions, func(o *session) bool {
+		if o != keep && o.refs == 0 {
+			idle = append(idle, o)
+			return true
+		}
+		return false
+	})
+	for _, o := range idle {
+		l.watchers.Add(1)
+		go func() {
+			defer l.watchers.Done()
+			o.close() // ends the session: the server deletes its nodes
+		}()
+	}
+}
+
 // Acquire blocks until the lock on key is held or ctx ends (then it
-// returns errors.Join(distlock.ErrNotAcquired, ctx.Err())). opts.TTL (default
-// distlock.DefaultTTL) is the session timeout. It returns
-// distlock.ErrInvalidKey for an empty key or "." / "..",
-// distlock.ErrInvalidOptions for a negative TTL, ErrClosed after Close, and
-// ZooKeeper errors other than connection losses (which it rides out).
+// returns errors.Join(distlock.ErrNotAcquired, ctx.Err()) at once, even if
+// a request to a frozen server is still in flight; the attempt cleans up
+// after itself in the background). opts.TTL (default distlock.DefaultTTL,
+// at most MaxTTL) is the requested session timeout. It returns
+// distlock.ErrInvalidKey for a key that is empty, not valid UTF-8, longer
+// than MaxKeyLen, "." or ".." (or "zookeeper" under the root "/"),
+// distlock.ErrInvalidOptions for a negative TTL or one above MaxTTL (all
+// before any I/O), ErrClosed after Close, and ZooKeeper errors other than
+// connection losses (which it rides out).
 func (l *Locker) Acquire(ctx context.Context, key string, opts *distlock.Options) (distlock.Lease, error) {
 	return l.acquire(ctx, key, opts, false)
 }
 
 // TryAcquire is Acquire without waiting: if another holder has the lock it
-// removes its own node and returns distlock.ErrNotAcquired.
+// removes its own node and returns distlock.ErrNotAcquired. It takes no
+// longer than one session timeout (at least a second), e.g. when ZooKeeper
+// cannot be reached; then it returns an error matching
+// distlock.ErrNotAcquired.
 func (l *Locker) TryAcquire(ctx context.Context, key string, opts *distlock.Options) (distlock.Lease, error) {
 	return l.acquire(ctx, key, opts, true)
 }
 
 // nodeName maps a key to one znode name: every byte outside the URL path
-// alphabet (including '/') is percent-encoded.
-func nodeName(key string) (string, error) {
+// alphabet (including '/', '%' and every non-ASCII byte) is
+// percent-encoded, so the name contains only characters ZooKeeper stores
+// as they are and distinct keys get distinct names.
+func (l *Locker) nodeName(key string) (string, error) {
+	switch {
+	case !utf8.ValidString(key):
+		return "", fmt.Errorf("%w: zookeeper: key %q is not valid UTF-8", distlock.ErrInvalidKey, key)
+	case len(key) > MaxKeyLen:
+		return "", fmt.Errorf("%w: zookeeper: key of %d bytes exceeds MaxKeyLen (%d)", distlock.ErrInvalidKey, len(key), MaxKeyLen)
+	}
 	name := url.PathEscape(key)
-	if name == "." || name == ".." {
+	if name == "." || name == ".." || (l.root == "" && name == "zookeeper") { // root "/" is stored as ""
 		return "", fmt.Errorf("%w: zookeeper: key %q", distlock.ErrInvalidKey, key)
 	}
 	return name, nil
@@ -230,33 +364,132 @@ type contender struct {
 	pendingSID  int64
 }
 
+// errNoSession is the cause of a TryAcquire that found no session within
+// the session timeout.
+var errNoSession = errors.New("zookeeper: no session")
+
 func (l *Locker) acquire(ctx context.Context, key string, opts *distlock.Options, try bool) (distlock.Lease, error) {
 	o, err := lease.Resolve(key, opts)
 	if err != nil {
 		return nil, err
 	}
-	name, err := nodeName(key)
+	if o.TTL > MaxTTL {
+		return nil, fmt.Errorf("%w: zookeeper: TTL %v exceeds MaxTTL (%v)", distlock.ErrInvalidOptions, o.TTL, MaxTTL)
+	}
+	ttl := o.TTL.Truncate(time.Millisecond) // the protocol's unit; round up
+	if ttl < o.TTL {
+		ttl += time.Millisecond
+	}
+	name, err := l.nodeName(key)
 	if err != nil {
 		return nil, err
 	}
-	s, err := l.session(o.TTL)
+	s, err := l.session(ttl)
 	if err != nil {
 		return nil, err
 	}
-	c := &contender{l: l, s: s, dir: l.root + "/" + name}
-	if l.root == "/" {
-		c.dir = "/" + name
+	c := &contender{l: l, s: s, dir: l.root + "/" + name} // root "/" is stored as ""
+	// An abandoned attempt of ours on this key may still be removing its
+	// node: do not queue behind our own leftover.
+	if err := l.waitAbandoned(ctx, c.dir); err != nil {
+		l.unref(s)
+		return nil, errors.Join(distlock.ErrNotAcquired, err)
 	}
-	ls, err := c.run(ctx, key, try)
-	if err != nil {
-		c.cleanup()
-		if ctx.Err() != nil && !errors.Is(err, distlock.ErrNotAcquired) {
-			err = errors.Join(distlock.ErrNotAcquired, ctx.Err())
+	wctx := ctx
+	if try {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeoutCause(ctx, tryBound(s), errNoSession)
+		defer cancel()
+	}
+	// The attempt runs on its own goroutine: the client's requests take no
+	// context, and one sent to a frozen server only returns when the
+	// client gives the connection up (after two thirds of the session
+	// timeout). The caller returns when its context ends; the attempt
+	// then cleans up (or releases a lease it got too late) by itself.
+	type result struct {
+		ls  distlock.Lease
+		err error
+	}
+	res := make(chan result)
+	finished := make(chan struct{})
+	ok := l.goTracked(func() {
+		defer close(finished)
+		ls, err := c.run(wctx, key, try)
+		if err != nil {
+			c.cleanup()
+			l.unref(s)
 		}
-		return nil, err
+		select {
+		case res <- result{ls, err}:
+		case <-wctx.Done():
+			if ls != nil { // nobody waits for it any more
+				rctx, cancel := context.WithTimeout(context.Background(), s.timeout())
+				_ = ls.Release(rctx)
+				cancel()
+			}
+		}
+	})
+	if !ok {
+		l.unref(s)
+		return nil, ErrClosed
 	}
-	return ls, nil
+	select {
+	case r := <-res:
+		if r.err != nil && ctx.Err() != nil && !errors.Is(r.err, distlock.ErrNotAcquired) {
+			r.err = errors.Join(distlock.ErrNotAcquired, ctx.Err())
+		}
+		if r.err != nil && errors.Is(context.Cause(wctx), errNoSession) && ctx.Err() == nil {
+			r.err = fmt.Errorf("%w: zookeeper: no session within %v", distlock.ErrNotAcquired, tryBound(s))
+		}
+		return r.ls, r.err
+	case <-wctx.Done():
+		l.mu.Lock()
+		l.abandoned[c.dir] = append(pending(l.abandoned[c.dir]), finished)
+		l.mu.Unlock()
+		if err := ctx.Err(); err != nil {
+			return nil, errors.Join(distlock.ErrNotAcquired, err)
+		}
+		return nil, fmt.Errorf("%w: zookeeper: no session within %v", distlock.ErrNotAcquired, tryBound(s))
+	}
 }
+
+// waitAbandoned waits until the abandoned acquisitions of this Locker on
+// the key node dir have finished (removed their node), or ctx ends.
+func (l *Locker) waitAbandoned(ctx context.Context, dir string) error {
+	l.mu.Lock()
+	chans := pending(l.abandoned[dir])
+	if len(chans) == 0 {
+		delete(l.abandoned, dir)
+	} else {
+		l.abandoned[dir] = chans
+	}
+	l.mu.Unlock()
+	for _, ch := range chans {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// pending returns the channels of chans that are not closed yet.
+func pending(chans []chan struct{}) []chan struct{} {
+	return slices.DeleteFunc(chans, func(ch chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	})
+}
+
+// tryBound is how long TryAcquire may take: one session timeout (after
+// which the client gives a silent server up), at least a second (the
+// first connection's handshake, before the server granted a timeout).
+func tryBound(s *session) time.Duration { return max(s.timeout(), time.Second) }
 
 // pause waits a little before retrying after a connection error, so a
 // disconnected client does not spin.
@@ -321,16 +554,19 @@ func (c *contender) run(ctx context.Context, key string, try bool) (distlock.Lea
 			return nil, distlock.ErrNotAcquired
 		}
 		// Watch only the next-lower node: its deletion is the only event
-		// that can make us the lowest.
-		ok, _, ch, err := conn.ExistsW(c.dir + "/" + locks[idx-1])
+		// that can make us the lowest. A get (not an exists) sets the
+		// watch only if the node is still there, as Curator does: an
+		// exists-watch on a node already gone would stay on the server
+		// for the session's life, since that name never comes back.
+		_, _, ch, err := conn.GetW(c.dir + "/" + locks[idx-1])
 		switch {
+		case errors.Is(err, zk.ErrNoNode):
+			continue
 		case isConnErr(err):
 			pause(ctx, live)
 			continue
 		case err != nil:
 			return nil, fmt.Errorf("zookeeper: watch predecessor: %w", err)
-		case !ok:
-			continue
 		}
 		select {
 		case <-ch:
@@ -470,59 +706,51 @@ func (c *contender) cleanup() {
 var errRetry = errors.New("zookeeper: retry")
 
 // hold turns our lowest node into a lease: it reads the node's stat (the
-// czxid is the token) and sets a watch on it, within the epoch live.
+// czxid is the token) and sets a watch on it, within the epoch live. The
+// lease owns the contender's use of the session from then on.
 func (c *contender) hold(key string, live context.Context) (distlock.Lease, error) {
-	conn := c.s.conn
+	s, conn := c.s, c.s.conn
 	path := c.dir + "/" + c.node
-	ok, stat, ch, err := conn.ExistsW(path)
-	if err != nil {
-		return nil, err
-	}
-	if !ok {
+	_, stat, ch, err := conn.GetW(path) // no watch is left behind if the node is gone
+	if errors.Is(err, zk.ErrNoNode) {
 		c.node = ""
 		return nil, errRetry
+	}
+	if err != nil {
+		return nil, err
 	}
 	if live.Err() != nil { // disconnected since: verify again after reconnecting
 		return nil, errRetry
 	}
+	if stat.Czxid <= 0 {
+		return nil, fmt.Errorf("zookeeper: lock node %s has czxid %d", path, stat.Czxid)
+	}
 	version, sid := stat.Version, stat.EphemeralOwner
+	unref := sync.OnceFunc(func() { c.l.unref(s) })
 	ls, err := lease.New(lease.Config{
 		Key:   key,
 		Token: fenced.Token(stat.Czxid),
 		TTL:   0, // validity is the session's, not a timer's
 		Backend: lease.Backend{
-			Extend: func(context.Context, time.Duration) error {
-				ok, _, err := conn.Exists(path)
-				switch {
-				case err != nil:
-					return fmt.Errorf("zookeeper: extend: %w", err)
-				case !ok:
-					return fmt.Errorf("%w: zookeeper: lock node %s deleted", distlock.ErrLeaseLost, path)
-				}
-				return nil
-			},
-			Release: func(context.Context) error {
-				// While disconnected, wait up to one session timeout for the
-				// reconnection (by then the session has expired if it never
-				// came); after that the reaper carries on in the background.
-				reaped := make(chan error, 1)
-				err := c.s.remove(path, version, sid, reaped)
-				if isConnErr(err) {
-					t := time.NewTimer(c.s.timeout)
-					select {
-					case err = <-reaped:
-					case <-t.C:
-						err = fmt.Errorf("zookeeper: release: node %s will be deleted after reconnecting: %w", path, err)
+			Extend: func(ctx context.Context, _ time.Duration) error {
+				err := s.call(ctx, func() error {
+					ok, _, err := conn.Exists(path)
+					if err == nil && !ok {
+						err = zk.ErrNoNode
 					}
-					t.Stop()
-				}
+					return err
+				})
 				switch {
 				case err == nil:
 					return nil
-				case errors.Is(err, zk.ErrNoNode), errors.Is(err, zk.ErrBadVersion), errors.Is(err, errClosed):
-					return fmt.Errorf("%w: zookeeper: lock node %s: %w", distlock.ErrLeaseLost, path, err)
+				case errors.Is(err, zk.ErrNoNode):
+					return fmt.Errorf("%w: zookeeper: lock node %s deleted", distlock.ErrLeaseLost, path)
 				}
-				return fmt.Errorf("zookeeper: release: %w", err)
+				return fmt.Errorf("zookeeper: extend: %w", err)
+			},
+			Release: func(ctx context.Context) error {
+				defer unref()
+				return c.release(ctx, path, version, sid)
 			},
 		},
 	})
@@ -538,34 +766,76 @@ func (c *contender) hold(key string, live context.Context) (distlock.Lease, erro
 	c.node = "" // owned by the lease now
 	c.l.watchers.Add(1)
 	c.l.mu.Unlock()
-	go c.l.watch(ls, live, ch, c.s, path, version, sid)
+	go c.l.watch(ls, live, ch, s, path, version, sid, unref)
 	return ls, nil
+}
+
+// release deletes a lease's node (exact version: never a successor's),
+// bounded by ctx. It does not wait for a reconnection: while the client is
+// disconnected the lease is lost already, and the node is deleted in the
+// background after reconnecting with the same session, or goes with the
+// expired session.
+func (c *contender) release(ctx context.Context, path string, version int32, sid int64) error {
+	s := c.s
+	gone := func(why string) error {
+		return fmt.Errorf("%w: zookeeper: lock node %s: %s", distlock.ErrLeaseLost, path, why)
+	}
+	switch {
+	case s.isClosed():
+		return gone("the Locker was closed, ending its session")
+	case s.conn.SessionID() != sid:
+		return gone("its session expired")
+	case !s.connected():
+		_ = s.remove(path, version, sid, nil) // the reaper takes over
+		return s.unreachable(path)
+	}
+	err := s.call(ctx, func() error { return s.remove(path, version, sid, nil) })
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, zk.ErrNoNode), errors.Is(err, zk.ErrBadVersion):
+		return gone("already deleted")
+	case errors.Is(err, errClosed):
+		return gone("the Locker was closed, ending its session")
+	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
+		return fmt.Errorf("zookeeper: release: delete of %s unanswered, still pending: %w", path, err)
+	case isConnErr(err): // the reaper takes over
+		return s.unreachable(path)
+	}
+	return fmt.Errorf("zookeeper: release: delete %s: %w", path, err)
 }
 
 // watch marks ls lost when its epoch ends or its node is deleted. A lease
 // lost to a disconnection also gives its node up (at once, or via the
 // reaper after reconnecting): once the holder has been told it may no
 // longer hold the lock, keeping the node would only block the waiters,
-// even if the holder never calls Release.
-func (l *Locker) watch(ls *lease.Lease, live context.Context, ch <-chan zk.Event, s *session, path string, version int32, sid int64) {
+// even if the holder never calls Release. A lost lease stops using the
+// session (unref); a released one does so in its Release.
+func (l *Locker) watch(ls *lease.Lease, live context.Context, ch <-chan zk.Event, s *session, path string, version int32, sid int64, unref func()) {
 	defer l.watchers.Done()
 	for {
 		select {
 		case <-ls.Context().Done():
+			if !errors.Is(context.Cause(ls.Context()), distlock.ErrReleased) {
+				unref()
+			}
 			return
 		case <-live.Done():
 			ls.Lost(context.Cause(live))
 			if !errors.Is(context.Cause(live), errClosed) {
 				_ = s.remove(path, version, sid, nil)
 			}
+			unref()
 			return
 		case ev := <-ch:
 			switch ev.Type {
 			case zk.EventNodeDeleted:
 				ls.Lost(fmt.Errorf("%w: zookeeper: lock node %s deleted", distlock.ErrLeaseLost, path))
+				unref()
 				return
 			case zk.EventNotWatching:
 				ls.Lost(fmt.Errorf("%w: zookeeper: watch on %s ended: %w", distlock.ErrLeaseLost, path, ev.Err))
+				unref()
 				return
 			}
 			// The node's data changed: nothing to do; ch is spent, so only
