@@ -473,9 +473,11 @@ func (l *Locker) newLease(key, myKey string, id clientv3.LeaseID, token fenced.T
 				defer cancel()
 				if ls := self.Load(); ls != nil {
 					// A renewal answered after the validity ended is of no use.
-					var cancelDL context.CancelFunc
-					rctx, cancelDL = context.WithDeadline(rctx, ls.Deadline())
-					defer cancelDL()
+					if dl, ok := ls.Deadline(); ok {
+						var cancelDL context.CancelFunc
+						rctx, cancelDL = context.WithDeadline(rctx, dl)
+						defer cancelDL()
+					}
 				}
 				if _, err := l.c.KeepAliveOnce(rctx, id); err != nil {
 					if errors.Is(err, rpctypes.ErrLeaseNotFound) {
