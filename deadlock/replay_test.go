@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/concurkit/concurkit/deadlock"
+	"github.com/concurkit/concurkit/internal/mysqlerr"
 	"github.com/concurkit/concurkit/internal/sqlerr"
 	"github.com/concurkit/concurkit/internal/testenv"
 )
@@ -90,7 +91,9 @@ type replayStats struct {
 }
 
 // errDeadlockCheck tells the driver a statement ended in a deadlock.
-func isDeadlock(err error) bool { return sqlerr.Classify(err) == sqlerr.Deadlock }
+func isDeadlock(err error) bool {
+	return sqlerr.Classify(err) == sqlerr.Deadlock || mysqlerr.Classify(err) == sqlerr.Deadlock
+}
 
 const settle = 10 * time.Second // failure detection only, never synchronisation
 

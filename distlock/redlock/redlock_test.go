@@ -157,10 +157,20 @@ func TestAcquireExtendRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.Quiesce() // Extend returns at quorum; the other masters follow
+	// A master that answered the acquisition after NodeTimeout (a loaded
+	// machine) was cleaned up and holds nothing: only a majority is
+	// promised, and every master that holds the lock must hold it extended.
+	extended := 0
 	for i, c := range cs {
-		if pttl := c.PTTL(ctx, redlock.LockKey(key)).Val(); pttl <= 2*time.Second {
-			t.Fatalf("master %d: PTTL after Extend(5s) = %v", i, pttl)
+		switch pttl := c.PTTL(ctx, redlock.LockKey(key)).Val(); {
+		case pttl > 2*time.Second:
+			extended++
+		case pttl > 0:
+			t.Fatalf("master %d holds the lock with PTTL %v after Extend(5s)", i, pttl)
 		}
+	}
+	if extended < l.Quorum() {
+		t.Fatalf("lock extended on %d masters, want ≥ %d", extended, l.Quorum())
 	}
 	if err := ls.Release(ctx); err != nil {
 		t.Fatal(err)
