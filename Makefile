@@ -33,7 +33,9 @@ FUZZ         ?= internal/ident:FuzzPostgres internal/ident:FuzzMySQL \
                 optimistic:FuzzPostgresStatement optimistic:FuzzMySQLStatement \
                 upsert:FuzzPostgresStatements upsert:FuzzMySQLStatements \
                 pessimistic:FuzzLockClause pessimistic:FuzzClaimSQL \
-                fenced:FuzzGuardSQL
+                fenced:FuzzGuardSQL \
+                deadlock:FuzzLockManager deadlock:FuzzSimulate \
+                internal/redact:FuzzDSN
 
 # Load the servers' endpoints (CONCURKIT_*) into the recipe's shell.
 WITH_ENV := eval "$$($(SERVICES) env)";
