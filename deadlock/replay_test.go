@@ -18,7 +18,7 @@ import (
 	"github.com/concurkit/concurkit/deadlock"
 	"github.com/concurkit/concurkit/internal/mysqlerr"
 	"github.com/concurkit/concurkit/internal/sqlerr"
-	"github.com/concurkit/concurkit/internal/testenv"
+	"github.com/concurkit/concurkit/testkit"
 )
 
 // The replay cross-check. A schedule is a list of transactions, each an
@@ -619,7 +619,7 @@ func (m myReplay) blocked(ctx context.Context, tx replayTxn) (bool, error) {
 const replaySchedules = 200
 
 func TestReplayPostgres(t *testing.T) {
-	st := replayMany(t, pgReplay{pool: testenv.Postgres(t)}, 1, replaySchedules)
+	st := replayMany(t, pgReplay{pool: testkit.Postgres(t)}, 1, replaySchedules)
 	t.Logf("PostgreSQL: %d schedules, %d deadlocks agreed (%d extra victims), %d waits agreed, %d grants agreed", st.schedules, st.deadlocks, st.extraVictims, st.waits, st.grants)
 	if st.deadlocks == 0 {
 		t.Fatal("no schedule deadlocked: the generator is too tame to test anything")
@@ -627,7 +627,7 @@ func TestReplayPostgres(t *testing.T) {
 }
 
 func TestReplayMariaDB(t *testing.T) {
-	st := replayMany(t, myReplay{db: testenv.MySQL(t)}, 1, replaySchedules)
+	st := replayMany(t, myReplay{db: testkit.MySQL(t)}, 1, replaySchedules)
 	t.Logf("MariaDB: %d schedules, %d deadlocks agreed (%d extra victims), %d waits agreed, %d grants agreed", st.schedules, st.deadlocks, st.extraVictims, st.waits, st.grants)
 	if st.deadlocks == 0 {
 		t.Fatal("no schedule deadlocked: the generator is too tame to test anything")
@@ -642,8 +642,8 @@ func BenchmarkReplay(b *testing.B) {
 		name string
 		db   func(testing.TB) replayDB
 	}{
-		{"postgres", func(tb testing.TB) replayDB { return pgReplay{pool: testenv.Postgres(tb)} }},
-		{"mariadb", func(tb testing.TB) replayDB { return myReplay{db: testenv.MySQL(tb)} }},
+		{"postgres", func(tb testing.TB) replayDB { return pgReplay{pool: testkit.Postgres(tb)} }},
+		{"mariadb", func(tb testing.TB) replayDB { return myReplay{db: testkit.MySQL(tb)} }},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			db := c.db(b)

@@ -25,7 +25,7 @@ func createTable(t testing.TB, c *dynamodb.Client, table, key string) {
 		BillingMode:          types.BillingModePayPerRequest,
 	})
 	if err != nil {
-		t.Fatalf("create DynamoDB table %s: %v", table, err) // the endpoint came from testenv: a failure here is real
+		t.Fatalf("create DynamoDB table %s: %v", table, err) // the endpoint came from testkit: a failure here is real
 	}
 	t.Cleanup(func() {
 		_, _ = c.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})

@@ -9,10 +9,10 @@ import (
 	_ "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/concurkit/concurkit/internal/testenv"
+	"github.com/concurkit/concurkit/testkit"
 )
 
-// env reads a variable for the Examples, which cannot use testenv.
+// env reads a variable for the Examples, which cannot use testkit.
 func env(name, def string) string {
 	if v := os.Getenv(name); v != "" {
 		return v
@@ -20,8 +20,8 @@ func env(name, def string) string {
 	return def
 }
 
-func pgPool(t testing.TB) *pgxpool.Pool { return testenv.Postgres(t) }
+func pgPool(t testing.TB) *pgxpool.Pool { return testkit.Postgres(t) }
 
-func myDB(t testing.TB) *sql.DB { return testenv.MySQL(t) }
+func myDB(t testing.TB) *sql.DB { return testkit.MySQL(t) }
 
-func ddb(t testing.TB) (*dynamodb.Client, string) { return testenv.DynamoDB(t) }
+func ddb(t testing.TB) (*dynamodb.Client, string) { return testkit.DynamoDB(t) }

@@ -13,7 +13,7 @@ import (
 	"github.com/concurkit/concurkit/fenced"
 	"github.com/concurkit/concurkit/internal/mysqlerr"
 	"github.com/concurkit/concurkit/internal/sqlerr"
-	"github.com/concurkit/concurkit/internal/testenv"
+	"github.com/concurkit/concurkit/testkit"
 	"github.com/concurkit/concurkit/retry"
 )
 
@@ -61,8 +61,8 @@ func mysqlSnapshotEntries(db *sql.DB) []snapshotEntry[fenced.SQLDBTX] {
 
 func TestStaleTokenInSnapshotMariaDB(t *testing.T) {
 	t.Parallel()
-	dsn := testenv.MySQLDSN(t)
-	db := testenv.MySQLFor(t, dsn)
+	dsn := testkit.MySQLDSN(t)
+	db := testkit.MySQLFor(t, dsn)
 	ctx := t.Context()
 	for _, ddl := range []string{myAccounts, myFences, "CREATE TABLE other (x INT) ENGINE=InnoDB"} {
 		if _, err := db.ExecContext(ctx, ddl); err != nil {
@@ -76,7 +76,7 @@ func TestStaleTokenInSnapshotMariaDB(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.ClientFoundRows = true
-	foundRows := testenv.MySQLFor(t, cfg.FormatDSN())
+	foundRows := testkit.MySQLFor(t, cfg.FormatDSN())
 
 	for i, h := range []struct {
 		name string

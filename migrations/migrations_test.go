@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/concurkit/concurkit/internal/testenv"
+	"github.com/concurkit/concurkit/testkit"
 	"github.com/concurkit/concurkit/migrations"
 )
 
@@ -30,10 +30,10 @@ type target struct {
 
 func targets(t *testing.T) []target {
 	t.Helper()
-	pgURL := testenv.PostgresURL(t)
-	pg := testenv.PostgresPoolFor(t, pgURL)
-	myDSN := testenv.MySQLDSN(t)
-	my := testenv.MySQLFor(t, myDSN)
+	pgURL := testkit.PostgresURL(t)
+	pg := testkit.PostgresPoolFor(t, pgURL)
+	myDSN := testkit.MySQLDSN(t)
+	my := testkit.MySQLFor(t, myDSN)
 	return []target{
 		{
 			dialect: migrations.Postgres, dsn: pgURL,

@@ -9,7 +9,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/concurkit/concurkit/internal/testenv"
+	"github.com/concurkit/concurkit/testkit"
 	"github.com/concurkit/concurkit/optimistic"
 )
 
@@ -163,19 +163,19 @@ func TestCancelWhileLockedMariaDB(t *testing.T) {
 // affected-rows semantics that the clientFoundRows DSN option changes.
 func TestUpdateClientFoundRows(t *testing.T) {
 	t.Parallel()
-	cfg, err := mysql.ParseDSN(testenv.MySQLDSN(t))
+	cfg, err := mysql.ParseDSN(testkit.MySQLDSN(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.ClientFoundRows = true
-	db := testenv.MySQLFor(t, cfg.FormatDSN())
+	db := testkit.MySQLFor(t, cfg.FormatDSN())
 	if _, err := db.ExecContext(t.Context(), myInventory); err != nil {
 		t.Fatal(err)
 	}
 	checkUpdate(t, myStore(db, "inventory", "stock"))
 }
 
-// Lock waits and running UPDATEs of the test's own database (testenv gives
+// Lock waits and running UPDATEs of the test's own database (testkit gives
 // each test one), so parallel tests do not see each other's.
 const (
 	myWaitingInDB = "SELECT COUNT(*) FROM information_schema.INNODB_TRX x JOIN information_schema.PROCESSLIST p ON p.ID = x.trx_mysql_thread_id WHERE x.trx_state = 'LOCK WAIT' AND p.DB = DATABASE()"

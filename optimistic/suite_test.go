@@ -12,7 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/concurkit/concurkit/internal/testenv"
+	"github.com/concurkit/concurkit/testkit"
 	"github.com/concurkit/concurkit/optimistic"
 	"github.com/concurkit/concurkit/retry"
 )
@@ -75,11 +75,11 @@ func extraVals(table string) string {
 	return ""
 }
 
-// pgPool returns a pool on an isolated schema (testenv: MaxConns 100, room
+// pgPool returns a pool on an isolated schema (testkit: MaxConns 100, room
 // for one connection per worker) with CORE.md's example tables.
 func pgPool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
-	pool := testenv.Postgres(t)
+	pool := testkit.Postgres(t)
 	if _, err := pool.Exec(t.Context(), pgDDL); err != nil {
 		t.Fatal(err)
 	}
@@ -129,11 +129,11 @@ func pgStore(pool *pgxpool.Pool, table, col string) *store {
 	return mk(pool)
 }
 
-// myDB returns a *sql.DB on an isolated database (testenv: 100 open
+// myDB returns a *sql.DB on an isolated database (testkit: 100 open
 // connections) with CORE.md's example tables.
 func myDB(t testing.TB) *sql.DB {
 	t.Helper()
-	db := testenv.MySQL(t)
+	db := testkit.MySQL(t)
 	for _, ddl := range []string{myInventory, myCounters} {
 		if _, err := db.ExecContext(t.Context(), ddl); err != nil {
 			t.Fatal(err)
@@ -187,7 +187,7 @@ func myStore(pool *sql.DB, table, col string) *store {
 
 func openDynamoDB(t testing.TB, table, col string) *store {
 	t.Helper()
-	client, prefix := testenv.DynamoDB(t)
+	client, prefix := testkit.DynamoDB(t)
 	name := prefix + table
 	ctx := t.Context()
 	_, err := client.CreateTable(ctx, &dynamodb.CreateTableInput{
@@ -196,7 +196,7 @@ func openDynamoDB(t testing.TB, table, col string) *store {
 		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: types.KeyTypeHash}},
 		BillingMode:          types.BillingModePayPerRequest,
 	})
-	if err != nil { // testenv deletes the prefix's tables at cleanup
+	if err != nil { // testkit deletes the prefix's tables at cleanup
 		t.Fatal(err)
 	}
 	tbl := optimistic.Table{Name: name, Key: "id", Version: "version"}

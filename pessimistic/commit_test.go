@@ -14,7 +14,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/concurkit/concurkit/internal/testenv"
+	"github.com/concurkit/concurkit/testkit"
 	"github.com/concurkit/concurkit/pessimistic"
 )
 
@@ -126,7 +126,7 @@ func TestAmbiguousCommitPostgres(t *testing.T) {
 }
 
 func TestAmbiguousCommitMariaDB(t *testing.T) {
-	dsn := testenv.MySQLDSN(t)
+	dsn := testkit.MySQLDSN(t)
 	direct, err := sql.Open("mysql", dsn)
 	if err != nil {
 		t.Fatal(err)

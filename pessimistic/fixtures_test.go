@@ -10,7 +10,7 @@ import (
 	_ "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/concurkit/concurkit/internal/testenv"
+	"github.com/concurkit/concurkit/testkit"
 )
 
 // Example tables (CORE.md), created in each test's isolated schema.
@@ -29,7 +29,7 @@ CREATE TABLE jobs (id BIGINT AUTO_INCREMENT PRIMARY KEY, payload TEXT NOT NULL, 
 // holding the example tables.
 func pgPool(t testing.TB, maxConns int32) *pgxpool.Pool {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(testenv.PostgresURL(t))
+	cfg, err := pgxpool.ParseConfig(testkit.PostgresURL(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func pgPool(t testing.TB, maxConns int32) *pgxpool.Pool {
 // holding the example tables.
 func myDB(t testing.TB, maxConns int) *sql.DB {
 	t.Helper()
-	db, err := sql.Open("mysql", testenv.MySQLDSN(t))
+	db, err := sql.Open("mysql", testkit.MySQLDSN(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func myDB(t testing.TB, maxConns int) *sql.DB {
 var errSoldOut = errors.New("sold out")
 
 // envOr returns the environment variable k, or d when it is unset. The
-// Examples use it to find the script's servers without internal/testenv.
+// Examples use it to find the script's servers without testkit.
 func envOr(k, d string) string {
 	if v := os.Getenv(k); v != "" {
 		return v

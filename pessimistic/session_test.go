@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/concurkit/concurkit/internal/testenv"
+	"github.com/concurkit/concurkit/testkit"
 	"github.com/concurkit/concurkit/pessimistic"
 )
 
@@ -132,7 +132,7 @@ func TestSessionLockReleaseCancelledContext(t *testing.T) {
 	if n := advisoryLocks(t, pool); n != 0 {
 		t.Fatalf("the pool's next borrower holds %d advisory locks", n)
 	}
-	other := testenv.PostgresConn(t, testenv.PostgresServerURL(t))
+	other := testkit.PostgresConn(t, testkit.PostgresServerURL(t))
 	lo, err := pessimistic.TryAdvisoryLock(ctx, other, key)
 	if err != nil {
 		t.Fatalf("another session after Release(cancelled): %v", err)
@@ -174,7 +174,7 @@ func TestSessionLockReleaseUnconfirmed(t *testing.T) {
 	if n := advisoryLocks(t, pool); n != 0 {
 		t.Fatalf("the pool's next borrower holds %d advisory locks", n)
 	}
-	other := testenv.PostgresConn(t, testenv.PostgresServerURL(t))
+	other := testkit.PostgresConn(t, testkit.PostgresServerURL(t))
 	// The server ends the closed session asynchronously.
 	eventually(t, "the closed session's lock to be freed", 5*time.Millisecond, func() (bool, error) {
 		lo, err := pessimistic.TryAdvisoryLock(ctx, other, key)

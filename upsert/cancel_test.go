@@ -10,7 +10,7 @@ import (
 	"github.com/concurkit/concurkit/upsert"
 )
 
-// Lock waits and running writes of the test's own database (testenv gives
+// Lock waits and running writes of the test's own database (testkit gives
 // each test one), so parallel tests do not see each other's.
 const (
 	myWaitingInDB = "SELECT COUNT(*) FROM information_schema.INNODB_TRX x JOIN information_schema.PROCESSLIST p ON p.ID = x.trx_mysql_thread_id WHERE x.trx_state = 'LOCK WAIT' AND p.DB = DATABASE()"

@@ -15,7 +15,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/concurkit/concurkit/internal/testenv"
+	"github.com/concurkit/concurkit/testkit"
 	"github.com/concurkit/concurkit/upsert"
 )
 
@@ -64,11 +64,11 @@ var backends = []backend{
 	{"dynamodb", openDynamoDB},
 }
 
-// pgPool returns a pool on an isolated schema (testenv: MaxConns 100, room
+// pgPool returns a pool on an isolated schema (testkit: MaxConns 100, room
 // for one connection per worker) holding the profiles table.
 func pgPool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
-	pool := testenv.Postgres(t)
+	pool := testkit.Postgres(t)
 	if _, err := pool.Exec(t.Context(), pgDDL); err != nil {
 		t.Fatal(err)
 	}
@@ -105,17 +105,17 @@ func openPostgres(t testing.TB) *store {
 	return mk(pool)
 }
 
-// myDB returns a *sql.DB (testenv: 100 open connections) on an isolated
+// myDB returns a *sql.DB (testkit: 100 open connections) on an isolated
 // database holding the profiles table, with the driver's clientFoundRows
 // option as asked.
 func myDB(t testing.TB, foundRows bool) *sql.DB {
 	t.Helper()
-	cfg, err := mysql.ParseDSN(testenv.MySQLDSN(t))
+	cfg, err := mysql.ParseDSN(testkit.MySQLDSN(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.ClientFoundRows = foundRows
-	db := testenv.MySQLFor(t, cfg.FormatDSN())
+	db := testkit.MySQLFor(t, cfg.FormatDSN())
 	if _, err := db.ExecContext(t.Context(), myDDL); err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,7 @@ func createDynamoTable(t testing.TB, client *dynamodb.Client, name string) {
 		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: types.KeyTypeHash}},
 		BillingMode:          types.BillingModePayPerRequest,
 	})
-	if err != nil { // testenv deletes the prefix's tables at cleanup
+	if err != nil { // testkit deletes the prefix's tables at cleanup
 		t.Fatal(err)
 	}
 }
@@ -187,7 +187,7 @@ func fromItem(item map[string]types.AttributeValue) (profile, error) {
 }
 
 func openDynamoDB(t testing.TB) *store {
-	client, prefix := testenv.DynamoDB(t)
+	client, prefix := testkit.DynamoDB(t)
 	dt := upsert.Table{Name: prefix + "profiles", Key: "id"}
 	createDynamoTable(t, client, dt.Name)
 	conv := func(item map[string]types.AttributeValue, created bool, err error) (profile, bool, error) {

@@ -10,14 +10,14 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/concurkit/concurkit/internal/testenv"
+	"github.com/concurkit/concurkit/testkit"
 )
 
 func TestDemoOneWinnerPerStrategy(t *testing.T) {
-	pgURL := testenv.PostgresServerURL(t)
-	myDSN := testenv.MySQLServerDSN(t)
-	schema := testenv.Name("ck_demo")
-	db := testenv.MySQLFor(t, myDSN)
+	pgURL := testkit.PostgresServerURL(t)
+	myDSN := testkit.MySQLServerDSN(t)
+	schema := testkit.Name("ck_demo")
+	db := testkit.MySQLFor(t, myDSN)
 	t.Cleanup(func() {
 		ctx := context.WithoutCancel(t.Context())
 		if c, err := pgx.Connect(ctx, pgURL); err == nil {

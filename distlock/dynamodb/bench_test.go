@@ -9,13 +9,13 @@ import (
 
 	"github.com/concurkit/concurkit/distlock"
 	ddblock "github.com/concurkit/concurkit/distlock/dynamodb"
-	"github.com/concurkit/concurkit/internal/testenv"
+	"github.com/concurkit/concurkit/testkit"
 )
 
 // BenchmarkAcquireRelease: one client, uncontended key, TryAcquire +
 // Release per op; reports the median and p99 latency of the pair.
 func BenchmarkAcquireRelease(b *testing.B) {
-	c, prefix := testenv.DynamoDB(b)
+	c, prefix := testkit.DynamoDB(b)
 	if err := ddblock.CreateTable(b.Context(), c, prefix+"locks", ""); err != nil {
 		b.Fatal(err)
 	}

@@ -15,8 +15,8 @@ import (
 	"github.com/concurkit/concurkit/distlock"
 	ddblock "github.com/concurkit/concurkit/distlock/dynamodb"
 	"github.com/concurkit/concurkit/fenced"
-	"github.com/concurkit/concurkit/internal/locktest"
-	"github.com/concurkit/concurkit/internal/testenv"
+	"github.com/concurkit/concurkit/distlock/distlocktest"
+	"github.com/concurkit/concurkit/testkit"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -25,14 +25,14 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // independent lockers (each with its own client, as separate processes).
 func table(t *testing.T) (string, func(t *testing.T) *ddblock.Locker) {
 	t.Helper()
-	c, prefix := testenv.DynamoDB(t)
+	c, prefix := testkit.DynamoDB(t)
 	name := prefix + "locks"
 	if err := ddblock.CreateTable(t.Context(), c, name, ""); err != nil {
 		t.Fatal(err)
 	}
-	endpoint := testenv.DynamoDBEndpoint(t)
+	endpoint := testkit.DynamoDBEndpoint(t)
 	return name, func(t *testing.T) *ddblock.Locker {
-		l, err := ddblock.New(testenv.DynamoDBClient(t, endpoint), ddblock.Options{Table: name})
+		l, err := ddblock.New(testkit.DynamoDBClient(t, endpoint), ddblock.Options{Table: name})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -72,8 +72,8 @@ func (s dynamoStore) Read(ctx context.Context) (string, error) {
 	return v.Value, nil
 }
 
-func newDynamoStore(t *testing.T) locktest.Store {
-	c, prefix := testenv.DynamoDB(t)
+func newDynamoStore(t *testing.T) distlocktest.Store {
+	c, prefix := testkit.DynamoDB(t)
 	s := dynamoStore{c: c, table: prefix + "orders"}
 	_, err := c.CreateTable(t.Context(), &dynamodb.CreateTableInput{
 		TableName:            aws.String(s.table),
@@ -89,14 +89,14 @@ func newDynamoStore(t *testing.T) locktest.Store {
 
 func TestConformance(t *testing.T) {
 	_, newLocker := table(t)
-	locktest.Run(t, func(t *testing.T) distlock.Locker { return newLocker(t) }, locktest.Options{})
+	distlocktest.Run(t, func(t *testing.T) distlock.Locker { return newLocker(t) }, distlocktest.Options{})
 }
 
 // TestKleppmannDynamoStore: the same scenario with the fenced write on
 // DynamoDB itself (ConditionExpression on max_seen_token).
 func TestKleppmannDynamoStore(t *testing.T) {
 	_, newLocker := table(t)
-	locktest.Kleppmann(t, func(t *testing.T) distlock.Locker { return newLocker(t) }, locktest.Options{Store: newDynamoStore})
+	distlocktest.Kleppmann(t, func(t *testing.T) distlock.Locker { return newLocker(t) }, distlocktest.Options{Store: newDynamoStore})
 }
 
 // TestTakeoverAfterObservedExpiry: a holder that stops heartbeating is
@@ -106,7 +106,7 @@ func TestKleppmannDynamoStore(t *testing.T) {
 func TestTakeoverAfterObservedExpiry(t *testing.T) {
 	_, newLocker := table(t)
 	la, lb, lc := newLocker(t), newLocker(t), newLocker(t)
-	key := locktest.Key(t)
+	key := distlocktest.Key(t)
 	ttl := 600 * time.Millisecond
 	a, err := la.Acquire(t.Context(), key, &distlock.Options{TTL: ttl})
 	if err != nil {
@@ -175,13 +175,13 @@ func (f *flaky) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, op
 // the owner secret, not the old RVN).
 func TestAmbiguousHeartbeat(t *testing.T) {
 	name, _ := table(t)
-	c := testenv.DynamoDBClient(t, testenv.DynamoDBEndpoint(t))
+	c := testkit.DynamoDBClient(t, testkit.DynamoDBEndpoint(t))
 	f := &flaky{API: c, lost: 1}
 	l, err := ddblock.New(f, ddblock.Options{Table: name})
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := l.Acquire(t.Context(), locktest.Key(t), &distlock.Options{TTL: 5 * time.Second})
+	a, err := l.Acquire(t.Context(), distlocktest.Key(t), &distlock.Options{TTL: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,13 +204,13 @@ func TestAmbiguousHeartbeat(t *testing.T) {
 // waiting a lease duration for itself.
 func TestAmbiguousAcquire(t *testing.T) {
 	name, newLocker := table(t)
-	c := testenv.DynamoDBClient(t, testenv.DynamoDBEndpoint(t))
+	c := testkit.DynamoDBClient(t, testkit.DynamoDBEndpoint(t))
 	f := &lostTake{API: c, lost: 1}
 	l, err := ddblock.New(f, ddblock.Options{Table: name})
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := locktest.Key(t)
+	key := distlocktest.Key(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second) // far less than the 1m TTL
 	defer cancel()
 	a, err := l.Acquire(ctx, key, &distlock.Options{TTL: time.Minute})
@@ -245,7 +245,7 @@ func TestNewBadInput(t *testing.T) {
 	if _, err := ddblock.New(nil, ddblock.Options{Table: "t"}); !errors.Is(err, ddblock.ErrNilClient) {
 		t.Fatalf("nil client: %v", err)
 	}
-	c, _ := testenv.DynamoDB(t)
+	c, _ := testkit.DynamoDB(t)
 	for _, o := range []ddblock.Options{{}, {Table: "t", PollMin: -1}, {Table: "t", RequestTimeout: -1}} {
 		if _, err := ddblock.New(c, o); !errors.Is(err, distlock.ErrInvalidOptions) {
 			t.Fatalf("New(%+v) = %v", o, err)

@@ -13,7 +13,7 @@ import (
 
 	"github.com/concurkit/concurkit/distlock"
 	ddblock "github.com/concurkit/concurkit/distlock/dynamodb"
-	"github.com/concurkit/concurkit/internal/testenv"
+	"github.com/concurkit/concurkit/testkit"
 )
 
 // TestFrozenServer: with DynamoDB Local frozen (SIGSTOP: the socket stays
@@ -23,7 +23,7 @@ import (
 // from the caller's context, within RequestTimeout), and the Locker works
 // again once the server is thawed.
 func TestFrozenServer(t *testing.T) {
-	p := testenv.StartDynamoDB(t)
+	p := testkit.StartDynamoDB(t)
 	c := dynamodb.New(dynamodb.Options{ // the defaults, but for the endpoint
 		BaseEndpoint: aws.String("http://" + p.Addr), Region: "us-east-1",
 		Credentials: credentials.NewStaticCredentialsProvider("x", "x", ""),

@@ -21,8 +21,8 @@ import (
 
 	"github.com/concurkit/concurkit/distlock"
 	ddblock "github.com/concurkit/concurkit/distlock/dynamodb"
-	"github.com/concurkit/concurkit/internal/locktest"
-	"github.com/concurkit/concurkit/internal/testenv"
+	"github.com/concurkit/concurkit/distlock/distlocktest"
+	"github.com/concurkit/concurkit/testkit"
 )
 
 // within runs fn and fails the test if it has not returned after d (fn
@@ -118,7 +118,7 @@ func TestErrorClassification(t *testing.T) {
 				ctx = c
 			}
 			var aerr error
-			within(t, 10*time.Second, "Acquire", func() { _, aerr = l.Acquire(ctx, locktest.Key(t), nil) })
+			within(t, 10*time.Second, "Acquire", func() { _, aerr = l.Acquire(ctx, distlocktest.Key(t), nil) })
 			if tc.retry {
 				if !errors.Is(aerr, distlock.ErrNotAcquired) || !errors.Is(aerr, context.Canceled) || f.n.Load() < 3 {
 					t.Fatalf("Acquire = %v after %d requests, want retries until cancelled", aerr, f.n.Load())
@@ -129,7 +129,7 @@ func TestErrorClassification(t *testing.T) {
 				t.Fatalf("Acquire = %v after %d requests, want the cause at once", aerr, f.n.Load())
 			}
 			var terr error
-			within(t, 10*time.Second, "TryAcquire", func() { _, terr = l.TryAcquire(context.Background(), locktest.Key(t), nil) })
+			within(t, 10*time.Second, "TryAcquire", func() { _, terr = l.TryAcquire(context.Background(), distlocktest.Key(t), nil) })
 			if !errors.Is(terr, tc.err) || errors.Is(terr, distlock.ErrNotAcquired) {
 				t.Fatalf("TryAcquire = %v, want the cause", terr)
 			}
@@ -140,18 +140,18 @@ func TestErrorClassification(t *testing.T) {
 // TestMissingTable: on a real server, Acquire with context.Background on a
 // table that does not exist returns at once with the SDK's typed error.
 func TestMissingTable(t *testing.T) {
-	c, prefix := testenv.DynamoDB(t)
+	c, prefix := testkit.DynamoDB(t)
 	l, err := ddblock.New(c, ddblock.Options{Table: prefix + "missing"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var aerr error
-	within(t, 10*time.Second, "Acquire on a missing table", func() { _, aerr = l.Acquire(context.Background(), locktest.Key(t), nil) })
+	within(t, 10*time.Second, "Acquire on a missing table", func() { _, aerr = l.Acquire(context.Background(), distlocktest.Key(t), nil) })
 	var nf *types.ResourceNotFoundException
 	if !errors.As(aerr, &nf) || errors.Is(aerr, distlock.ErrNotAcquired) {
 		t.Fatalf("Acquire = %v, want *types.ResourceNotFoundException", aerr)
 	}
-	_, terr := l.TryAcquire(t.Context(), locktest.Key(t), nil)
+	_, terr := l.TryAcquire(t.Context(), distlocktest.Key(t), nil)
 	if !errors.As(terr, &nf) {
 		t.Fatalf("TryAcquire = %v, want *types.ResourceNotFoundException", terr)
 	}
@@ -163,7 +163,7 @@ func TestMissingTable(t *testing.T) {
 // lock). A key of exactly MaxKeyBytes works.
 func TestInvalidKeys(t *testing.T) {
 	name, _ := table(t)
-	c := &counting{API: testenv.DynamoDBClient(t, testenv.DynamoDBEndpoint(t))}
+	c := &counting{API: testkit.DynamoDBClient(t, testkit.DynamoDBEndpoint(t))}
 	l, err := ddblock.New(c, ddblock.Options{Table: name})
 	if err != nil {
 		t.Fatal(err)
@@ -235,7 +235,7 @@ func n(v string) types.AttributeValue { return &types.AttributeValueMemberN{Valu
 // never shorter than the holder's), and MaxInt64 nanoseconds fits.
 func TestLeaseDurationEdges(t *testing.T) {
 	name, newLocker := table(t)
-	c, _ := testenv.DynamoDB(t)
+	c, _ := testkit.DynamoDB(t)
 	l := newLocker(t)
 	for _, tc := range []struct {
 		ttl  time.Duration
@@ -248,7 +248,7 @@ func TestLeaseDurationEdges(t *testing.T) {
 		{1500 * time.Microsecond, "2"},
 		{time.Duration(math.MaxInt64), "9223372036855"},
 	} {
-		key := locktest.Key(t) + tc.ttl.String()
+		key := distlocktest.Key(t) + tc.ttl.String()
 		lz, err := l.TryAcquire(t.Context(), key, &distlock.Options{TTL: tc.ttl})
 		if err != nil {
 			t.Fatalf("TTL %v: %v", tc.ttl, err)
@@ -265,9 +265,9 @@ func TestLeaseDurationEdges(t *testing.T) {
 // duration that lets a waiter take the lock over at its second look.
 func TestHugeLeaseDurationNotTakenOver(t *testing.T) {
 	name, newLocker := table(t)
-	c, _ := testenv.DynamoDB(t)
+	c, _ := testkit.DynamoDB(t)
 	for _, ms := range []string{"9300000000000", "9223372036855", "99999999999999999999", "1e30"} {
-		key := locktest.Key(t) + ms
+		key := distlocktest.Key(t) + ms
 		put(t, c, name, key, map[string]types.AttributeValue{
 			ddblock.AttrOwner: &types.AttributeValueMemberS{Value: "someone"}, ddblock.AttrRVN: &types.AttributeValueMemberS{Value: "r1"},
 			ddblock.AttrLeaseMS: n(ms), ddblock.AttrToken: n("5"),
@@ -289,8 +289,8 @@ func TestHugeLeaseDurationNotTakenOver(t *testing.T) {
 // once, even with context.Background — instead of ADDing past int64.
 func TestTokenCounterExhausted(t *testing.T) {
 	name, newLocker := table(t)
-	c, _ := testenv.DynamoDB(t)
-	key := locktest.Key(t)
+	c, _ := testkit.DynamoDB(t)
+	key := distlocktest.Key(t)
 	put(t, c, name, key, map[string]types.AttributeValue{ddblock.AttrToken: n(strconv.FormatInt(math.MaxInt64-1, 10))})
 	l := newLocker(t)
 	lz, err := l.Acquire(t.Context(), key, nil)
@@ -316,7 +316,7 @@ func TestTokenCounterExhausted(t *testing.T) {
 		t.Fatalf("item after the refusal: %v", it)
 	}
 	// A counter already past int64 (an older version ADDed on) is used up too.
-	past := locktest.Key(t) + "past"
+	past := distlocktest.Key(t) + "past"
 	put(t, c, name, past, map[string]types.AttributeValue{ddblock.AttrToken: n("9223372036854775808")})
 	if _, err := l.TryAcquire(t.Context(), past, nil); !errors.Is(err, ddblock.ErrTokenExhausted) {
 		t.Fatalf("counter past MaxInt64: TryAcquire = %v, want ErrTokenExhausted", err)

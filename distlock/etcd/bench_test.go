@@ -11,14 +11,14 @@ import (
 
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/etcd"
-	"github.com/concurkit/concurkit/internal/testenv"
+	"github.com/concurkit/concurkit/testkit"
 )
 
 // BenchmarkAcquireRelease measures one uncontended acquire+release round
 // (grant, put+read txn, revoke: 3 round trips) and
 // reports the median and p99 latency.
 func BenchmarkAcquireRelease(b *testing.B) {
-	c, prefix := testenv.Etcd(b)
+	c, prefix := testkit.Etcd(b)
 	l, err := etcd.New(c, &etcd.Config{Prefix: prefix})
 	if err != nil {
 		b.Fatal(err)
@@ -52,11 +52,11 @@ func BenchmarkAcquireRelease(b *testing.B) {
 // critical sections in all. Reports the handover rate and the latency of
 // Acquire (waiting included).
 func BenchmarkContended(b *testing.B) {
-	c, prefix := testenv.Etcd(b)
+	c, prefix := testkit.Etcd(b)
 	const workers = 4
 	lockers := make([]*etcd.Locker, workers)
 	for i := range lockers {
-		l, err := etcd.New(testenv.EtcdClient(b, c.Endpoints(), ""), &etcd.Config{Prefix: prefix})
+		l, err := etcd.New(testkit.EtcdClient(b, c.Endpoints(), ""), &etcd.Config{Prefix: prefix})
 		if err != nil {
 			b.Fatal(err)
 		}

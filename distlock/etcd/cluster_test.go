@@ -14,7 +14,7 @@ import (
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/etcd"
 	"github.com/concurkit/concurkit/fenced"
-	"github.com/concurkit/concurkit/internal/testenv"
+	"github.com/concurkit/concurkit/testkit"
 )
 
 // leaderOf returns the index of the member that reports itself leader, or -1.
@@ -39,8 +39,8 @@ func leaderOf(ctx context.Context, c *clientv3.Client, eps []string, skip int) i
 // after the election, storage must accept writes only in token order, and
 // no two holders may be inside a section with accepted writes at once.
 func TestClusterMemberKill(t *testing.T) {
-	procs := testenv.StartEtcdCluster(t, 3)
-	eps := testenv.Addrs(procs)
+	procs := testkit.StartEtcdCluster(t, 3)
+	eps := testkit.Addrs(procs)
 	db := fenceTable(t)
 	guard := fenced.Guard{Table: "fence"}
 	const prefix = "/kill/"
@@ -73,7 +73,7 @@ func TestClusterMemberKill(t *testing.T) {
 		return err
 	}
 	for w := int32(1); w <= 4; w++ {
-		c := testenv.EtcdClient(t, eps, "")
+		c := testkit.EtcdClient(t, eps, "")
 		l, err := etcd.New(c, &etcd.Config{Prefix: prefix})
 		if err != nil {
 			t.Fatal(err)
@@ -139,7 +139,7 @@ func TestClusterMemberKill(t *testing.T) {
 			}
 		}
 	}
-	admin := testenv.EtcdClient(t, eps, "")
+	admin := testkit.EtcdClient(t, eps, "")
 	waitFor("20 sections before the kill", func() bool { return accepted.Load() >= 20 })
 	leader := leaderOf(t.Context(), admin, eps, -1)
 	if leader < 0 {

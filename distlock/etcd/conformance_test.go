@@ -9,8 +9,8 @@ import (
 
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/etcd"
-	"github.com/concurkit/concurkit/internal/locktest"
-	"github.com/concurkit/concurkit/internal/testenv"
+	"github.com/concurkit/concurkit/distlock/distlocktest"
+	"github.com/concurkit/concurkit/testkit"
 )
 
 // TestConformance runs the shared suite. Each Locker has its own client
@@ -19,8 +19,8 @@ import (
 // and waits until its lease context ends; the server deletes its key when
 // the etcd lease (TTL rounded up to whole seconds) runs out.
 func TestConformance(t *testing.T) {
-	var opts locktest.Options // 16 goroutines × 200 sections, as on every backend
-	suite(t, func(t testing.TB) (*clientv3.Client, string) { return testenv.Etcd(t) }, opts)
+	var opts distlocktest.Options // 16 goroutines × 200 sections, as on every backend
+	suite(t, func(t testing.TB) (*clientv3.Client, string) { return testkit.Etcd(t) }, opts)
 }
 
 // TestConformanceCluster runs the suite against the shared 3-member
@@ -29,12 +29,12 @@ func TestConformance(t *testing.T) {
 // renewals).
 func TestConformanceCluster(t *testing.T) {
 	suite(t, func(t testing.TB) (*clientv3.Client, string) {
-		c, _, prefix := testenv.EtcdCluster(t)
+		c, _, prefix := testkit.EtcdCluster(t)
 		return c, prefix
-	}, locktest.Options{})
+	}, distlocktest.Options{})
 }
 
-func suite(t *testing.T, server func(testing.TB) (*clientv3.Client, string), opts locktest.Options) {
+func suite(t *testing.T, server func(testing.TB) (*clientv3.Client, string), opts distlocktest.Options) {
 	var (
 		mu       sync.Mutex
 		prefixes = map[*testing.T]string{}
@@ -51,7 +51,7 @@ func suite(t *testing.T, server func(testing.TB) (*clientv3.Client, string), opt
 			mu.Unlock()
 		} else {
 			first, _ := server(t) // another client of the same server(s)
-			c = testenv.EtcdClient(t, first.Endpoints(), "")
+			c = testkit.EtcdClient(t, first.Endpoints(), "")
 		}
 		l, err := etcd.New(c, &etcd.Config{Prefix: prefix})
 		if err != nil {
@@ -60,6 +60,6 @@ func suite(t *testing.T, server func(testing.TB) (*clientv3.Client, string), opt
 		return l
 	}
 	opts.ShortTTL = time.Second // granted as etcd's minimum lease TTL (2 s by default)
-	opts.Store = func(t *testing.T) locktest.Store { return locktest.PostgresStore(t, testenv.Postgres(t)) }
-	locktest.Run(t, newLocker, opts)
+	opts.Store = func(t *testing.T) distlocktest.Store { return distlocktest.PostgresStore(t, testkit.Postgres(t)) }
+	distlocktest.Run(t, newLocker, opts)
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/etcd"
 	"github.com/concurkit/concurkit/internal/lease"
-	"github.com/concurkit/concurkit/internal/testenv"
+	"github.com/concurkit/concurkit/testkit"
 )
 
 func newLocker(t *testing.T, c *clientv3.Client, prefix string) *etcd.Locker {
@@ -27,7 +27,7 @@ func newLocker(t *testing.T, c *clientv3.Client, prefix string) *etcd.Locker {
 // lease: its context ends at TTL − drift − margin, before the server's lease
 // (TTL rounded up) expires; then the waiter acquires with a higher token.
 func TestTTLExpiry(t *testing.T) {
-	c, prefix := testenv.Etcd(t)
+	c, prefix := testkit.Etcd(t)
 	l := newLocker(t, c, prefix)
 	opts := &distlock.Options{TTL: 1500 * time.Millisecond} // granted as 2 s
 	la, err := l.Acquire(t.Context(), "k", opts)
@@ -74,7 +74,7 @@ func TestTTLExpiry(t *testing.T) {
 // expiry during a long pause would). When the holder releases, the wait
 // ends; the waiter must not return a lock it does not hold.
 func TestWaiterLeaseLost(t *testing.T) {
-	c, prefix := testenv.Etcd(t)
+	c, prefix := testkit.Etcd(t)
 	l := newLocker(t, c, prefix)
 	la, err := l.Acquire(t.Context(), "k", nil)
 	if err != nil {
@@ -113,7 +113,7 @@ func TestWaiterLeaseLost(t *testing.T) {
 // TestExtend: Extend renews the lease (moving the context's deadline) and
 // refuses a TTL above the granted one (the suite covers AutoExtend).
 func TestExtend(t *testing.T) {
-	c, prefix := testenv.Etcd(t)
+	c, prefix := testkit.Etcd(t)
 	l := newLocker(t, c, prefix)
 	ls, err := l.Acquire(t.Context(), "k", &distlock.Options{TTL: 2 * time.Second})
 	if err != nil {
@@ -138,7 +138,7 @@ func TestExtend(t *testing.T) {
 // TestKeyDeleted: deleting the lock key (an operator, a revoke) cancels the
 // lease's context at once.
 func TestKeyDeleted(t *testing.T) {
-	c, prefix := testenv.Etcd(t)
+	c, prefix := testkit.Etcd(t)
 	l := newLocker(t, c, prefix)
 	ls, err := l.Acquire(t.Context(), "k", nil)
 	if err != nil {

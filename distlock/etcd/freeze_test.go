@@ -13,7 +13,7 @@ import (
 
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/etcd"
-	"github.com/concurkit/concurkit/internal/testenv"
+	"github.com/concurkit/concurkit/testkit"
 )
 
 // defaultClient is a client with the options the package documents as
@@ -54,8 +54,8 @@ func TestFrozenMember(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			procs := testenv.StartEtcdCluster(t, tc.members)
-			eps := testenv.Addrs(procs)
+			procs := testkit.StartEtcdCluster(t, tc.members)
+			eps := testkit.Addrs(procs)
 			a, err := etcd.New(defaultClient(t, eps), nil)
 			if err != nil {
 				t.Fatal(err)
@@ -199,7 +199,7 @@ func TestFrozenMember(t *testing.T) {
 				r := <-done
 				t.Logf("after the thaw: %s returned after %v: %v", r.op, r.took.Round(time.Millisecond), r.err)
 			}
-			testenv.WaitEtcdLeader(t, procs)
+			testkit.WaitEtcdLeader(t, procs)
 			probe(t, b, held, contested)
 		})
 	}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/etcd"
-	"github.com/concurkit/concurkit/internal/testenv"
+	"github.com/concurkit/concurkit/testkit"
 )
 
 // countingClient counts the requests that reach etcd (every acquisition
@@ -92,7 +92,7 @@ func TestBadInputBeforeIO(t *testing.T) {
 // TestKeysAreDistinct: keys that escape to similar paths, prefixes of each
 // other and the longest valid key are distinct locks, held at once.
 func TestKeysAreDistinct(t *testing.T) {
-	c, prefix := testenv.Etcd(t)
+	c, prefix := testkit.Etcd(t)
 	l := newLocker(t, c, prefix)
 	keys := []string{"a", "a/b", "a%2Fb", "a/", "a%2F", "ü", "%C3%BC", "nul\x00byte", "nul%00byte",
 		strings.Repeat("é", etcd.MaxKeyLen/2)}
@@ -118,7 +118,7 @@ func TestKeysAreDistinct(t *testing.T) {
 // the local validity; TTLs that do not fit are rejected (see
 // TestBadInputBeforeIO) instead of wrapping around to a short lease.
 func TestTTLLimits(t *testing.T) {
-	c, prefix := testenv.Etcd(t)
+	c, prefix := testkit.Etcd(t)
 	l := newLocker(t, c, prefix)
 	before := time.Now()
 	ls, err := l.TryAcquire(t.Context(), "k", &distlock.Options{TTL: etcd.MaxTTL})
@@ -139,7 +139,7 @@ func TestTTLLimits(t *testing.T) {
 // forced by the client; a server with a lower limit would do the same):
 // the lease's local validity follows the granted TTL, never the request.
 func TestValidityCappedByGrantedTTL(t *testing.T) {
-	c, prefix := testenv.Etcd(t)
+	c, prefix := testkit.Etcd(t)
 	cc := &countingClient{Client: c, grantTo: 2}
 	l, err := etcd.New(cc, &etcd.Config{Prefix: prefix})
 	if err != nil {

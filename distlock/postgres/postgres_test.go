@@ -16,7 +16,7 @@ import (
 
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/postgres"
-	"github.com/concurkit/concurkit/internal/locktest"
+	"github.com/concurkit/concurkit/distlock/distlocktest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -31,7 +31,7 @@ func newLocker(t *testing.T) distlock.Locker {
 }
 
 func TestConformance(t *testing.T) {
-	locktest.Run(t, newLocker, locktest.Options{})
+	distlocktest.Run(t, newLocker, distlocktest.Options{})
 }
 
 // terminate ends the holder's server session, as a crash, a partition
@@ -47,11 +47,11 @@ func terminate(t *testing.T, l distlock.Lease) {
 // TestKleppmannTerminated: the pause maps to the holder's session dying
 // (terminated while the holder is paused).
 func TestKleppmannTerminated(t *testing.T) {
-	locktest.Kleppmann(t, newLocker, locktest.Options{Expire: terminate})
+	distlocktest.Kleppmann(t, newLocker, distlocktest.Options{Expire: terminate})
 }
 
 func TestReleaseTerminatedKeepsSuccessor(t *testing.T) {
-	locktest.ReleaseExpiredKeepsSuccessor(t, newLocker, locktest.Options{Expire: terminate})
+	distlocktest.ReleaseExpiredKeepsSuccessor(t, newLocker, distlocktest.Options{Expire: terminate})
 }
 
 // TestTerminateBackendCancelsLease: pg_terminate_backend of the holder's
@@ -62,7 +62,7 @@ func TestTerminateBackendCancelsLease(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t, leaks) }) // after the pools close
 	func() {
 		la, lb := newLocker(t), newLocker(t)
-		key := locktest.Key(t)
+		key := distlocktest.Key(t)
 		a, err := la.Acquire(t.Context(), key, &distlock.Options{TTL: time.Minute})
 		if err != nil {
 			t.Fatal(err)
@@ -102,7 +102,7 @@ func TestTerminateBackendCancelsLease(t *testing.T) {
 // the lock; with AutoExtend it keeps it.
 func TestIdleSessionTimeout(t *testing.T) {
 	la, lb := newLocker(t), newLocker(t)
-	key := locktest.Key(t)
+	key := distlocktest.Key(t)
 	a, err := la.Acquire(t.Context(), key, &distlock.Options{TTL: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -141,7 +141,7 @@ func TestConnectionReuse(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 3 {
-		lz, err := l.TryAcquire(t.Context(), locktest.Key(t), &distlock.Options{TTL: 200 * time.Millisecond})
+		lz, err := l.TryAcquire(t.Context(), distlocktest.Key(t), &distlock.Options{TTL: 200 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -223,7 +223,7 @@ func TestNilHandles(t *testing.T) {
 func TestTTLBounds(t *testing.T) {
 	l := newLocker(t)
 	ctx := t.Context()
-	key := locktest.Key(t)
+	key := distlocktest.Key(t)
 	for _, ttl := range []time.Duration{postgres.MaxTTL + time.Nanosecond, math.MaxInt64} {
 		if lz, err := l.Acquire(ctx, key, &distlock.Options{TTL: ttl}); !errors.Is(err, distlock.ErrInvalidOptions) {
 			if lz != nil {
@@ -268,7 +268,7 @@ func TestSharedDefaultPool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := locktest.Key(t)
+	key := distlocktest.Key(t)
 	const contenders = 16
 	var (
 		wg     sync.WaitGroup

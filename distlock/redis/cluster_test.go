@@ -9,7 +9,7 @@ import (
 
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/redis"
-	"github.com/concurkit/concurkit/internal/testenv"
+	"github.com/concurkit/concurkit/testkit"
 )
 
 // clusterKeys are user keys whose encoding is tricky: braces (a hash tag
@@ -26,8 +26,8 @@ var clusterKeys = []string{
 // layout (key, key+":fence") the script failed with CROSSSLOT for most
 // keys.
 func TestCluster(t *testing.T) {
-	procs := testenv.StartRedisCluster(t, 3)
-	c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: testenv.Addrs(procs)})
+	procs := testkit.StartRedisCluster(t, 3)
+	c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: testkit.Addrs(procs)})
 	t.Cleanup(func() { _ = c.Close() })
 	ctx := t.Context()
 

@@ -8,8 +8,8 @@ import (
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/redis"
 	"github.com/concurkit/concurkit/fenced"
-	"github.com/concurkit/concurkit/internal/locktest"
-	"github.com/concurkit/concurkit/internal/testenv"
+	"github.com/concurkit/concurkit/distlock/distlocktest"
+	"github.com/concurkit/concurkit/testkit"
 )
 
 // sharedSources gives every Locker of one (sub)test the same token source,
@@ -36,14 +36,14 @@ func (s *sharedSources) get(t *testing.T) fenced.Source {
 }
 
 func TestConformance(t *testing.T) {
-	addr := testenv.RedisAddr(t)
+	addr := testkit.RedisAddr(t)
 	var sources sharedSources
-	locktest.Run(t, func(t *testing.T) distlock.Locker {
-		c := testenv.RedisClient(t, addr, "") // a client per Locker, as another process would have
+	distlocktest.Run(t, func(t *testing.T) distlock.Locker {
+		c := testkit.RedisClient(t, addr, "") // a client per Locker, as another process would have
 		l, err := redis.New(c, sources.get(t), &redis.Config{FenceTTL: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return l
-	}, locktest.Options{}) // default TTLs: a 200 ms lease is too tight for auto-extend on a loaded machine
+	}, distlocktest.Options{}) // default TTLs: a 200 ms lease is too tight for auto-extend on a loaded machine
 }

@@ -10,7 +10,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/concurkit/concurkit/fenced"
-	"github.com/concurkit/concurkit/internal/testenv"
+	"github.com/concurkit/concurkit/testkit"
 )
 
 // redisEnv returns a client of the shared server and a key prefix; the
@@ -18,7 +18,7 @@ import (
 // are deleted at cleanup.
 func redisEnv(t testing.TB) (*goredis.Client, string) {
 	t.Helper()
-	c, prefix := testenv.Redis(t)
+	c, prefix := testkit.Redis(t)
 	deleteLockKeys(t, prefix, c)
 	return c, prefix
 }
@@ -27,7 +27,7 @@ func redisEnv(t testing.TB) (*goredis.Client, string) {
 // source in it.
 func tokenSource(t testing.TB) (*pgxpool.Pool, fenced.Source) {
 	t.Helper()
-	pool := testenv.Postgres(t)
+	pool := testkit.Postgres(t)
 	if err := fenced.CreatePostgresSequence(t.Context(), pool); err != nil {
 		t.Fatal(err)
 	}

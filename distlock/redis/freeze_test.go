@@ -10,7 +10,7 @@ import (
 
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/redis"
-	"github.com/concurkit/concurkit/internal/testenv"
+	"github.com/concurkit/concurkit/testkit"
 )
 
 // within fails the test if took exceeds limit (a generous bound: several
@@ -33,7 +33,7 @@ func within(t testing.TB, what string, took, limit time.Duration) {
 // frozen server cannot even be set up in that time; the lock then expires
 // by its TTL.)
 func TestFrozenServer(t *testing.T) {
-	procs := testenv.StartRedis(t, 1)
+	procs := testkit.StartRedis(t, 1)
 	c := goredis.NewClient(&goredis.Options{Addr: procs[0].Addr}) // defaults
 	t.Cleanup(func() { _ = c.Close() })
 	l, err := redis.New(c, &counter{}, nil)
@@ -98,7 +98,7 @@ func TestFrozenServer(t *testing.T) {
 // TestFrozenServerOrphanCleaned: an Acquire given up on while the server is
 // frozen must not leave its lock behind once the server thaws.
 func TestFrozenServerOrphanCleaned(t *testing.T) {
-	procs := testenv.StartRedis(t, 1)
+	procs := testkit.StartRedis(t, 1)
 	c := goredis.NewClient(&goredis.Options{Addr: procs[0].Addr}) // defaults
 	t.Cleanup(func() { _ = c.Close() })
 	l, err := redis.New(c, &counter{}, nil)
@@ -143,7 +143,7 @@ func deadline(t testing.TB, ls distlock.Lease) time.Time {
 // holder still owns the key, renews and releases it, and only then does
 // another locker get it.
 func TestFrozenServerHeldLease(t *testing.T) {
-	procs := testenv.StartRedis(t, 1)
+	procs := testkit.StartRedis(t, 1)
 	tokens := &counter{} // shared, as one sequence is by all processes
 	newLocker := func() *redis.Locker {
 		c := goredis.NewClient(&goredis.Options{Addr: procs[0].Addr}) // defaults

@@ -9,7 +9,7 @@ import (
 
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/redlock"
-	"github.com/concurkit/concurkit/internal/testenv"
+	"github.com/concurkit/concurkit/testkit"
 )
 
 // TestCluster: the Redlock keys follow the cluster-safe layout of package
@@ -17,8 +17,8 @@ import (
 // only one: quorum 1). With the old layout the acquire script failed with
 // CROSSSLOT.
 func TestCluster(t *testing.T) {
-	procs := testenv.StartRedisCluster(t, 3)
-	c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: testenv.Addrs(procs)})
+	procs := testkit.StartRedisCluster(t, 3)
+	c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: testkit.Addrs(procs)})
 	t.Cleanup(func() { _ = c.Close() })
 	l, err := redlock.New([]*goredis.ClusterClient{c}, &counter{}, nil)
 	if err != nil {

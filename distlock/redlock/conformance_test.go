@@ -10,8 +10,8 @@ import (
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/redlock"
 	"github.com/concurkit/concurkit/fenced"
-	"github.com/concurkit/concurkit/internal/locktest"
-	"github.com/concurkit/concurkit/internal/testenv"
+	"github.com/concurkit/concurkit/distlock/distlocktest"
+	"github.com/concurkit/concurkit/testkit"
 )
 
 // sharedSources gives every Locker of one (sub)test the same token source,
@@ -38,9 +38,9 @@ func (s *sharedSources) get(t *testing.T) fenced.Source {
 }
 
 func TestConformance(t *testing.T) {
-	addrs := testenv.RedlockAddrs(t)
+	addrs := testkit.RedlockAddrs(t)
 	var sources sharedSources
-	locktest.Run(t, func(t *testing.T) distlock.Locker {
+	distlocktest.Run(t, func(t *testing.T) distlock.Locker {
 		// Clients per Locker, as another process would have;
 		// ContextTimeoutEnabled so the per-node timeout reaches the socket.
 		nodes := make([]*goredis.Client, len(addrs))
@@ -53,5 +53,5 @@ func TestConformance(t *testing.T) {
 			t.Fatal(err)
 		}
 		return l
-	}, locktest.Options{}) // default TTLs: a 200 ms lease is too tight for auto-extend on a loaded machine
+	}, distlocktest.Options{}) // default TTLs: a 200 ms lease is too tight for auto-extend on a loaded machine
 }

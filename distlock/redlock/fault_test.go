@@ -12,7 +12,7 @@ import (
 
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/redlock"
-	"github.com/concurkit/concurkit/internal/testenv"
+	"github.com/concurkit/concurkit/testkit"
 )
 
 // TestFaults kills masters of a private 5-node deployment while workers
@@ -27,7 +27,7 @@ import (
 //  4. the 3 masters restarted (after the TTL, the Redlock paper's delayed
 //     restart, since they come back empty): locking works again.
 func TestFaults(t *testing.T) {
-	procs := testenv.StartRedis(t, 5) // private masters: never kill the shared ones
+	procs := testkit.StartRedis(t, 5) // private masters: never kill the shared ones
 	clients := make([]*goredis.Client, len(procs))
 	for i, p := range procs {
 		// ContextTimeoutEnabled lets the per-node timeout cut a request

@@ -13,14 +13,14 @@ import (
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/redlock"
 	"github.com/concurkit/concurkit/fenced"
-	"github.com/concurkit/concurkit/internal/testenv"
+	"github.com/concurkit/concurkit/testkit"
 )
 
 // defaultClients returns one client per proc with go-redis's DEFAULT
 // options (no ContextTimeoutEnabled, ReadTimeout 3 s, 3 retries): what a
 // user who never read the client's docs has. The locker must bound its
 // requests itself.
-func defaultClients(t testing.TB, procs []*testenv.Proc) []*goredis.Client {
+func defaultClients(t testing.TB, procs []*testkit.Proc) []*goredis.Client {
 	t.Helper()
 	cs := make([]*goredis.Client, len(procs))
 	for i, p := range procs {
@@ -58,7 +58,7 @@ func within(t testing.TB, what string, took, limit time.Duration) {
 // across the freeze (and then across a kill of a second master) stays
 // exclusive: another locker cannot take it while it is valid.
 func TestFrozenMaster(t *testing.T) {
-	procs := testenv.StartRedis(t, 5)
+	procs := testkit.StartRedis(t, 5)
 	src := &counter{}
 	// Default client options; a NodeTimeout above the default 50 ms only
 	// so that "Extend with exactly 3 of 5" does not flake under -race on a
@@ -214,7 +214,7 @@ func TestFrozenMaster(t *testing.T) {
 // one master is frozen and checks that no two are ever inside together and
 // that each is inside only while its lease is valid.
 func TestFrozenMasterExclusion(t *testing.T) {
-	procs := testenv.StartRedis(t, 5)
+	procs := testkit.StartRedis(t, 5)
 	procs[2].Freeze(t)
 	src := &counter{}
 	ctx, stop := context.WithTimeout(t.Context(), 20*time.Second)
@@ -273,7 +273,7 @@ func TestFrozenMasterExclusion(t *testing.T) {
 // on the frozen master, up to CleanupTimeout (1 s) each. The caller must
 // not wait for stragglers.
 func TestFrozenMasterCleanupInBackground(t *testing.T) {
-	procs := testenv.StartRedis(t, 5)
+	procs := testkit.StartRedis(t, 5)
 	clients := func() []*goredis.Client {
 		cs := make([]*goredis.Client, len(procs))
 		for i, p := range procs {

@@ -11,14 +11,14 @@ import (
 
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/zookeeper"
-	"github.com/concurkit/concurkit/internal/testenv"
+	"github.com/concurkit/concurkit/testkit"
 )
 
 // BenchmarkAcquireRelease measures one uncontended acquire+release round
 // (create, children, exists, delete: 4 round trips) on one session and
 // reports the median and p99 latency.
 func BenchmarkAcquireRelease(b *testing.B) {
-	servers, root := testenv.ZooKeeper(b)
+	servers, root := testkit.ZooKeeper(b)
 	l, err := zookeeper.New(servers, &zookeeper.Config{Root: root})
 	if err != nil {
 		b.Fatal(err)
@@ -53,7 +53,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 // critical sections in all. Reports the handover rate and the latency of
 // Acquire (waiting included).
 func BenchmarkContended(b *testing.B) {
-	servers, root := testenv.ZooKeeper(b)
+	servers, root := testkit.ZooKeeper(b)
 	const workers = 4
 	lockers := make([]*zookeeper.Locker, workers)
 	for i := range lockers {

@@ -12,8 +12,8 @@ import (
 
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/zookeeper"
-	"github.com/concurkit/concurkit/internal/locktest"
-	"github.com/concurkit/concurkit/internal/testenv"
+	"github.com/concurkit/concurkit/distlock/distlocktest"
+	"github.com/concurkit/concurkit/testkit"
 )
 
 // trackingLocker remembers which faultyNet each of its leases runs over,
@@ -95,25 +95,25 @@ func suite(t *testing.T, servers []string, root string) {
 			t.Fatal("lease of an unknown locker")
 		}
 		net := v.(*faultyNet)
-		conn := testenv.ZooKeeperConn(t, servers)
+		conn := testkit.ZooKeeperConn(t, servers)
 		net.partition()
 		<-ls.Context().Done() // the holder notices at once that it is cut off
 		waitNodeGone(t, conn, root+"/"+url.PathEscape(ls.Key()), ls)
 		net.heal()
 	}
-	locktest.Run(t, newLocker, locktest.Options{
+	distlocktest.Run(t, newLocker, distlocktest.Options{
 		ShortTTL: shortTTL,
 		Expire:   expire,
-		Store:    func(t *testing.T) locktest.Store { return locktest.PostgresStore(t, testenv.Postgres(t)) },
+		Store:    func(t *testing.T) distlocktest.Store { return distlocktest.PostgresStore(t, testkit.Postgres(t)) },
 	})
 }
 
 func TestConformance(t *testing.T) {
-	servers, root := testenv.ZooKeeper(t)
+	servers, root := testkit.ZooKeeper(t)
 	suite(t, servers, root)
 }
 
 func TestConformanceEnsemble(t *testing.T) {
-	servers, root := testenv.ZooKeeperEnsemble(t)
+	servers, root := testkit.ZooKeeperEnsemble(t)
 	suite(t, servers, root)
 }

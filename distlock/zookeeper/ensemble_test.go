@@ -15,7 +15,7 @@ import (
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/zookeeper"
 	"github.com/concurkit/concurkit/fenced"
-	"github.com/concurkit/concurkit/internal/testenv"
+	"github.com/concurkit/concurkit/testkit"
 )
 
 // zkMode asks a server for its role with the srvr four-letter word:
@@ -45,8 +45,8 @@ func zkMode(addr string) string {
 // must accept writes only in token order, and no two holders may ever be
 // inside a section with accepted writes at the same time.
 func TestEnsembleLeaderKill(t *testing.T) {
-	procs := testenv.StartZooKeeperEnsemble(t, 3)
-	servers := testenv.Addrs(procs)
+	procs := testkit.StartZooKeeperEnsemble(t, 3)
+	servers := testkit.Addrs(procs)
 	db := fenceTable(t)
 	guard := fenced.Guard{Table: "fence"}
 

@@ -6,14 +6,14 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/concurkit/concurkit/internal/testenv"
+	"github.com/concurkit/concurkit/testkit"
 )
 
 // fenceTable creates the fenced table (id, value, max_seen_token) in a
 // fresh schema and returns the pool using it.
 func fenceTable(t testing.TB) *pgxpool.Pool {
 	t.Helper()
-	db := testenv.Postgres(t)
+	db := testkit.Postgres(t)
 	if _, err := db.Exec(context.Background(), fenceDDL); err != nil {
 		t.Fatal(err)
 	}

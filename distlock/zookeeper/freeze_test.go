@@ -12,7 +12,7 @@ import (
 
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/zookeeper"
-	"github.com/concurkit/concurkit/internal/testenv"
+	"github.com/concurkit/concurkit/testkit"
 )
 
 // pinnedDialer dials only pin while pinned (so a Locker's session starts
@@ -48,8 +48,8 @@ func TestFrozenServer(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			procs := testenv.StartZooKeeperEnsemble(t, tc.servers)
-			servers := testenv.Addrs(procs)
+			procs := testkit.StartZooKeeperEnsemble(t, tc.servers)
+			servers := testkit.Addrs(procs)
 			target := 0
 			for i, p := range procs {
 				if tc.servers > 1 && zkMode(p.Addr) == "follower" {

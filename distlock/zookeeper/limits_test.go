@@ -18,7 +18,7 @@ import (
 
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/zookeeper"
-	"github.com/concurkit/concurkit/internal/testenv"
+	"github.com/concurkit/concurkit/testkit"
 )
 
 // mntr returns the server's mntr four-letter-word answer as a map.
@@ -133,7 +133,7 @@ func TestBadInputBeforeIO(t *testing.T) {
 // (over jute.maxbuffer, 1 MB) would make it drop the connection, and with
 // it every lease of the session. It is rejected before any I/O.
 func TestLongKeyKeepsOtherLeases(t *testing.T) {
-	servers, root := testenv.ZooKeeper(t)
+	servers, root := testkit.ZooKeeper(t)
 	l := newLocker(t, servers, &zookeeper.Config{Root: root})
 	other, err := l.Acquire(t.Context(), "other", nil)
 	if err != nil {
@@ -157,7 +157,7 @@ func TestLongKeyKeepsOtherLeases(t *testing.T) {
 // TestKeysAreDistinctAtLimits: the longest valid key, multi-byte runes and
 // keys that differ only in escaping are distinct locks.
 func TestKeysAreDistinctAtLimits(t *testing.T) {
-	servers, root := testenv.ZooKeeper(t)
+	servers, root := testkit.ZooKeeper(t)
 	l := newLocker(t, servers, &zookeeper.Config{Root: root})
 	var leases []distlock.Lease
 	for _, key := range []string{strings.Repeat("k", zookeeper.MaxKeyLen), strings.Repeat("é", zookeeper.MaxKeyLen/2),
@@ -180,10 +180,10 @@ func TestKeysAreDistinctAtLimits(t *testing.T) {
 // behind (an exists-watch on a node that will never come back stays on the
 // server for the session's life). Counted on a private server with mntr.
 func TestNoLeftoverWatches(t *testing.T) {
-	procs := testenv.StartZooKeeperEnsemble(t, 1)
-	servers := testenv.Addrs(procs)
+	procs := testkit.StartZooKeeperEnsemble(t, 1)
+	servers := testkit.Addrs(procs)
 	const root = "/w"
-	admin := testenv.ZooKeeperConn(t, servers)
+	admin := testkit.ZooKeeperConn(t, servers)
 	if _, err := admin.Create(root, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
 		t.Fatal(err)
 	}
@@ -234,10 +234,10 @@ func TestNoLeftoverWatches(t *testing.T) {
 // TTL in use, or the last one when none is in use; a TTL the server
 // negotiates to the timeout of an existing session shares it.
 func TestSessionsBounded(t *testing.T) {
-	procs := testenv.StartZooKeeperEnsemble(t, 1) // tickTime 500 ms: timeouts 1 s to 60 s
-	servers := testenv.Addrs(procs)
+	procs := testkit.StartZooKeeperEnsemble(t, 1) // tickTime 500 ms: timeouts 1 s to 60 s
+	servers := testkit.Addrs(procs)
 	const root = "/s"
-	admin := testenv.ZooKeeperConn(t, servers)
+	admin := testkit.ZooKeeperConn(t, servers)
 	if _, err := admin.Create(root, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/zookeeper"
-	"github.com/concurkit/concurkit/internal/testenv"
+	"github.com/concurkit/concurkit/testkit"
 )
 
 // checkReleaseError: a lost lease's Release reports the loss once, with
@@ -39,8 +39,8 @@ func checkReleaseError(t *testing.T, err error, expired bool) {
 // its node is deleted after reconnecting (same session) or by the server
 // (expired session). Once the session has expired, the error says so.
 func TestReleaseLostLeaseDuringPartition(t *testing.T) {
-	servers, root := testenv.ZooKeeper(t)
-	admin := testenv.ZooKeeperConn(t, servers)
+	servers, root := testkit.ZooKeeper(t)
+	admin := testkit.ZooKeeperConn(t, servers)
 
 	t.Run("session alive", func(t *testing.T) {
 		net := &faultyNet{}

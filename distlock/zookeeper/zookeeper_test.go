@@ -10,7 +10,7 @@ import (
 
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/zookeeper"
-	"github.com/concurkit/concurkit/internal/testenv"
+	"github.com/concurkit/concurkit/testkit"
 )
 
 func newLocker(t *testing.T, servers []string, cfg *zookeeper.Config) *zookeeper.Locker {
@@ -62,7 +62,7 @@ func TestBadInput(t *testing.T) {
 // TestKeysAreEscaped: keys that are prefixes of each other or contain '/'
 // are distinct locks.
 func TestKeysAreEscaped(t *testing.T) {
-	servers, root := testenv.ZooKeeper(t)
+	servers, root := testkit.ZooKeeper(t)
 	l := newLocker(t, servers, &zookeeper.Config{Root: root})
 	var leases []distlock.Lease
 	for _, key := range []string{"a", "a/b", "a%2Fb", "ü", "-lock-0000000001"} {
@@ -85,7 +85,7 @@ func TestKeysAreEscaped(t *testing.T) {
 // session timeout (= TTL), deleting its node, and the waiter acquires with
 // a higher token. After healing, the old holder starts a new session.
 func TestSessionExpiry(t *testing.T) {
-	servers, root := testenv.ZooKeeper(t)
+	servers, root := testkit.ZooKeeper(t)
 	net := &faultyNet{}
 	a := newLocker(t, servers, &zookeeper.Config{Root: root, Dialer: net.Dial})
 	b := newLocker(t, servers, &zookeeper.Config{Root: root})
@@ -148,7 +148,7 @@ func TestSessionExpiry(t *testing.T) {
 // TestCloseReleases: closing the holder's connection ends its session at
 // once; its lease context is cancelled and the waiter acquires.
 func TestCloseReleases(t *testing.T) {
-	servers, root := testenv.ZooKeeper(t)
+	servers, root := testkit.ZooKeeper(t)
 	a := newLocker(t, servers, &zookeeper.Config{Root: root})
 	b := newLocker(t, servers, &zookeeper.Config{Root: root})
 	la, err := a.Acquire(t.Context(), "k", nil)
@@ -184,7 +184,7 @@ func TestCloseReleases(t *testing.T) {
 // finds its protected node by GUID after reconnecting instead of creating a
 // second one that would be orphaned.
 func TestLostCreateResponse(t *testing.T) {
-	servers, root := testenv.ZooKeeper(t)
+	servers, root := testkit.ZooKeeper(t)
 	net := &faultyNet{}
 	l := newLocker(t, servers, &zookeeper.Config{Root: root, Dialer: net.Dial})
 	warm, err := l.Acquire(t.Context(), "k", nil) // creates the key's parent node
@@ -203,7 +203,7 @@ func TestLostCreateResponse(t *testing.T) {
 	if n := net.lockCreates.Load(); n != 1 {
 		t.Fatalf("%d lock-node creates, want 1 (the lost one, then found by GUID)", n)
 	}
-	conn := testenv.ZooKeeperConn(t, servers)
+	conn := testkit.ZooKeeperConn(t, servers)
 	children, _, err := conn.Children(root + "/k")
 	if err != nil || len(children) != 1 {
 		t.Fatalf("children = %v, %v; want exactly our node", children, err)
@@ -219,7 +219,7 @@ func TestLostCreateResponse(t *testing.T) {
 // TestExtend: Extend checks that the node still exists; deleting the node
 // (an operator, or another tool) cancels the lease.
 func TestExtendAndNodeDeleted(t *testing.T) {
-	servers, root := testenv.ZooKeeper(t)
+	servers, root := testkit.ZooKeeper(t)
 	l := newLocker(t, servers, &zookeeper.Config{Root: root})
 	ls, err := l.Acquire(t.Context(), "k", &distlock.Options{AutoExtend: true})
 	if err != nil {
@@ -231,7 +231,7 @@ func TestExtendAndNodeDeleted(t *testing.T) {
 	if err := ls.Extend(t.Context(), -time.Second); !errors.Is(err, distlock.ErrInvalidOptions) {
 		t.Fatalf("Extend(-1s) = %v", err)
 	}
-	conn := testenv.ZooKeeperConn(t, servers)
+	conn := testkit.ZooKeeperConn(t, servers)
 	children, _, err := conn.Children(root + "/k")
 	if err != nil || len(children) != 1 {
 		t.Fatalf("children = %v, %v", children, err)
@@ -281,11 +281,11 @@ func waitChildren(t *testing.T, conn *zk.Conn, dir string, ok func(n int) bool) 
 // session survives the short outage, and so would the node, blocking the
 // lock for everybody; the reaper deletes it after reconnecting.
 func TestAbandonedWaitWhileDisconnected(t *testing.T) {
-	servers, root := testenv.ZooKeeper(t)
+	servers, root := testkit.ZooKeeper(t)
 	net := &faultyNet{}
 	a := newLocker(t, servers, &zookeeper.Config{Root: root})
 	b := newLocker(t, servers, &zookeeper.Config{Root: root, Dialer: net.Dial})
-	conn := testenv.ZooKeeperConn(t, servers)
+	conn := testkit.ZooKeeperConn(t, servers)
 
 	la, err := a.Acquire(t.Context(), "k", nil)
 	if err != nil {
@@ -323,11 +323,11 @@ func TestAbandonedWaitWhileDisconnected(t *testing.T) {
 // reconnecting even though the holder never calls Release, so the waiter
 // is not blocked by a lock nobody holds.
 func TestSuspendedLeaseGivesUpNode(t *testing.T) {
-	servers, root := testenv.ZooKeeper(t)
+	servers, root := testkit.ZooKeeper(t)
 	net := &faultyNet{}
 	a := newLocker(t, servers, &zookeeper.Config{Root: root, Dialer: net.Dial})
 	b := newLocker(t, servers, &zookeeper.Config{Root: root})
-	conn := testenv.ZooKeeperConn(t, servers)
+	conn := testkit.ZooKeeperConn(t, servers)
 	opts := &distlock.Options{TTL: 20 * time.Second} // the session outlives the blip
 
 	la, err := a.Acquire(t.Context(), "k", opts)

@@ -14,7 +14,7 @@ import (
 	"github.com/concurkit/concurkit/internal/mysqlerr"
 	"github.com/concurkit/concurkit/internal/sqldb"
 	"github.com/concurkit/concurkit/internal/sqlerr"
-	"github.com/concurkit/concurkit/internal/testenv"
+	"github.com/concurkit/concurkit/testkit"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -37,8 +37,8 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	dsn := testenv.MySQLDSN(t)
-	f := &fixture{dsn: dsn, db: testenv.MySQLFor(t, dsn)}
+	dsn := testkit.MySQLDSN(t)
+	f := &fixture{dsn: dsn, db: testkit.MySQLFor(t, dsn)}
 	ctx := t.Context()
 	for _, s := range []string{ddl, "INSERT INTO t VALUES (1, 10)"} {
 		if _, err := f.db.ExecContext(ctx, s); err != nil {
@@ -123,7 +123,7 @@ func (f *fixture) releaseAndRead(t *testing.T) int64 {
 func TestCancelStopsQueuedWriteDB(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	db := testenv.MySQLFor(t, f.dsn)
+	db := testkit.MySQLFor(t, f.dsn)
 	start := time.Now()
 	err := f.cancelWhileQueued(t, db, Budget)
 	t.Logf("returned %v after start: %v", time.Since(start), err)
@@ -145,7 +145,7 @@ func TestCancelStopsQueuedWriteDB(t *testing.T) {
 func TestCancelUnconfirmedIsAmbiguous(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	db := testenv.MySQLFor(t, f.dsn)
+	db := testkit.MySQLFor(t, f.dsn)
 	db.SetMaxOpenConns(1)
 	err := f.cancelWhileQueued(t, db, 300*time.Millisecond)
 	var amb *sqlerr.AmbiguousCommitError
@@ -203,8 +203,8 @@ func TestCancelInTxNeverCommits(t *testing.T) {
 
 func TestExecResultAndDoneContext(t *testing.T) {
 	t.Parallel()
-	dsn := testenv.MySQLDSN(t)
-	db := testenv.MySQLFor(t, dsn)
+	dsn := testkit.MySQLDSN(t)
+	db := testkit.MySQLFor(t, dsn)
 	ctx := t.Context()
 	for _, s := range []string{ddl, "INSERT INTO t VALUES (1, 10)"} {
 		if _, err := db.ExecContext(ctx, s); err != nil {
@@ -249,7 +249,7 @@ func TestExecResultAndDoneContext(t *testing.T) {
 // the server's, and the entry goes away with the connection.
 func TestConnectionIDCache(t *testing.T) {
 	// Not parallel: it counts the cache's entries.
-	dsn := testenv.MySQLDSN(t)
+	dsn := testkit.MySQLDSN(t)
 	ctx := t.Context()
 	before := cacheLen()
 	db, err := sql.Open("mysql", dsn)

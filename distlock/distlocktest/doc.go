@@ -1,9 +1,9 @@
-// Package locktest is the conformance suite every distlock backend runs:
+// Package distlocktest is the conformance suite every distlock backend runs:
 // one set of tests for the distlock.Lease/Locker contract, so that six
 // backends are held to the same rules.
 //
 //	func TestConformance(t *testing.T) {
-//		locktest.Run(t, func(t *testing.T) distlock.Locker { return newLocker(t) }, locktest.Options{})
+//		distlocktest.Run(t, func(t *testing.T) distlock.Locker { return newLocker(t) }, distlocktest.Options{})
 //	}
 //
 // Run covers mutual exclusion (16 goroutines × 200 critical sections,
@@ -30,4 +30,4 @@
 // that ignores tokens) and assert that a named suite test reports it.
 //
 // It is imported only by tests.
-package locktest
+package distlocktest

@@ -1,4 +1,4 @@
-// Package testenv gives each test a real server and an isolated namespace on it.
+// Package testkit gives each test a real server and an isolated namespace on it.
 //
 // It is for _test.go files only. Every helper takes a testing.TB, registers its
 // own cleanup with t.Cleanup, and never returns an error: a failure to set up is
@@ -39,4 +39,4 @@
 //
 // Messages never show the password of a DSN or URL taken from the environment:
 // it is replaced by "xxxxx" (internal/redact).
-package testenv
+package testkit

@@ -1,4 +1,4 @@
-package testenv_test
+package testkit_test
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/concurkit/concurkit/internal/testenv"
+	"github.com/concurkit/concurkit/testkit"
 )
 
 func currentSchema(t *testing.T, db interface {
@@ -32,7 +32,7 @@ func currentSchema(t *testing.T, db interface {
 
 func TestPostgres(t *testing.T) {
 	t.Parallel()
-	a, b := testenv.Postgres(t), testenv.Postgres(t)
+	a, b := testkit.Postgres(t), testkit.Postgres(t)
 	sa, sb := currentSchema(t, a), currentSchema(t, b)
 	if !strings.HasPrefix(sa, "ck_") || !strings.HasPrefix(sb, "ck_") || sa == sb {
 		t.Fatalf("schemas %q and %q: want two distinct ck_ schemas", sa, sb)
@@ -69,9 +69,9 @@ func TestPostgres(t *testing.T) {
 
 func TestPostgresURLAndPoolFor(t *testing.T) {
 	t.Parallel()
-	url := testenv.PostgresURL(t)
-	p1, p2 := testenv.PostgresPoolFor(t, url), testenv.PostgresPoolFor(t, url)
-	conn := testenv.PostgresConn(t, url)
+	url := testkit.PostgresURL(t)
+	p1, p2 := testkit.PostgresPoolFor(t, url), testkit.PostgresPoolFor(t, url)
+	conn := testkit.PostgresConn(t, url)
 	s := currentSchema(t, p1)
 	if !strings.HasPrefix(s, "ck_") || currentSchema(t, p2) != s || currentSchema(t, conn) != s {
 		t.Fatalf("schemas %s / %s / %s: want one ck_ schema", s, currentSchema(t, p2), currentSchema(t, conn))
@@ -89,7 +89,7 @@ func TestPostgresURLAndPoolFor(t *testing.T) {
 		t.Fatal(err)
 	}
 	u.RawQuery = u.Query().Encode()
-	if got := currentSchema(t, testenv.PostgresConn(t, u.String())); got != s {
+	if got := currentSchema(t, testkit.PostgresConn(t, u.String())); got != s {
 		t.Fatalf("re-encoded URL %s lands in schema %q, want %q", u, got, s)
 	}
 }
@@ -98,13 +98,13 @@ func TestPostgresSchemaDroppedAtCleanup(t *testing.T) {
 	t.Parallel()
 	var schema string
 	t.Run("inner", func(t *testing.T) {
-		pool := testenv.Postgres(t)
+		pool := testkit.Postgres(t)
 		schema = currentSchema(t, pool)
 		if _, err := pool.Exec(t.Context(), "CREATE TABLE items (id int)"); err != nil {
 			t.Fatal(err)
 		}
 	})
-	conn := testenv.PostgresConn(t, testenv.PostgresServerURL(t))
+	conn := testkit.PostgresConn(t, testkit.PostgresServerURL(t))
 	var n int
 	if err := conn.QueryRow(t.Context(), "SELECT count(*) FROM pg_namespace WHERE nspname = $1", schema).Scan(&n); err != nil {
 		t.Fatal(err)
@@ -118,7 +118,7 @@ func TestMySQL(t *testing.T) {
 	t.Parallel()
 	var dbname string
 	t.Run("inner", func(t *testing.T) {
-		a, b := testenv.MySQL(t), testenv.MySQL(t)
+		a, b := testkit.MySQL(t), testkit.MySQL(t)
 		var na, nb string
 		if err := a.QueryRowContext(t.Context(), "SELECT DATABASE()").Scan(&na); err != nil {
 			t.Fatal(err)
@@ -146,12 +146,12 @@ func TestMySQL(t *testing.T) {
 		if err := b.QueryRowContext(t.Context(), "SELECT count(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = 'items'").Scan(&n); err != nil || n != 0 {
 			t.Fatalf("table visible from the other database: %d, %v", n, err)
 		}
-		if got := a.Stats().MaxOpenConnections; got != testenv.MySQLMaxOpenConns {
-			t.Fatalf("MaxOpenConnections = %d, want %d", got, testenv.MySQLMaxOpenConns)
+		if got := a.Stats().MaxOpenConnections; got != testkit.MySQLMaxOpenConns {
+			t.Fatalf("MaxOpenConnections = %d, want %d", got, testkit.MySQLMaxOpenConns)
 		}
 		// A second, independent handle on the same database.
-		dsn := testenv.MySQLDSN(t)
-		c1, c2 := testenv.MySQLFor(t, dsn), testenv.MySQLFor(t, dsn)
+		dsn := testkit.MySQLDSN(t)
+		c1, c2 := testkit.MySQLFor(t, dsn), testkit.MySQLFor(t, dsn)
 		if _, err := c1.ExecContext(t.Context(), "CREATE TABLE x (id INT)"); err != nil {
 			t.Fatal(err)
 		}
@@ -159,7 +159,7 @@ func TestMySQL(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	db := testenv.MySQLFor(t, testenv.MySQLServerDSN(t))
+	db := testkit.MySQLFor(t, testkit.MySQLServerDSN(t))
 	var n int
 	if err := db.QueryRowContext(t.Context(), "SELECT count(*) FROM information_schema.schemata WHERE schema_name = ?", dbname).Scan(&n); err != nil {
 		t.Fatal(err)
@@ -173,8 +173,8 @@ func TestRedis(t *testing.T) {
 	t.Parallel()
 	var key string
 	t.Run("inner", func(t *testing.T) {
-		c, p1 := testenv.Redis(t)
-		_, p2 := testenv.Redis(t)
+		c, p1 := testkit.Redis(t)
+		_, p2 := testkit.Redis(t)
 		if p1 == p2 || p1 == "" {
 			t.Fatalf("prefixes %q and %q", p1, p2)
 		}
@@ -183,7 +183,7 @@ func TestRedis(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	c := testenv.RedisClient(t, testenv.RedisAddr(t), "")
+	c := testkit.RedisClient(t, testkit.RedisAddr(t), "")
 	if n, err := c.Exists(t.Context(), key).Result(); err != nil || n != 0 {
 		t.Fatalf("key %s: exists=%d err=%v after cleanup, want 0", key, n, err)
 	}
@@ -191,7 +191,7 @@ func TestRedis(t *testing.T) {
 
 func TestRedlock(t *testing.T) {
 	t.Parallel()
-	cs, prefix := testenv.Redlock(t)
+	cs, prefix := testkit.Redlock(t)
 	if len(cs) != 5 {
 		t.Fatalf("%d clients, want 5", len(cs))
 	}
@@ -225,7 +225,7 @@ func testZooKeeper(t *testing.T, get func(testing.TB) ([]string, string)) {
 		if root == root2 || !strings.HasPrefix(root, "/ck_") {
 			t.Fatalf("roots %q and %q", root, root2)
 		}
-		c := testenv.ZooKeeperConn(t, addrs)
+		c := testkit.ZooKeeperConn(t, addrs)
 		if _, err := c.Create(root+"/child", nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
 			t.Fatal(err)
 		}
@@ -233,7 +233,7 @@ func testZooKeeper(t *testing.T, get func(testing.TB) ([]string, string)) {
 			t.Fatal(err)
 		}
 	})
-	c := testenv.ZooKeeperConn(t, addrs)
+	c := testkit.ZooKeeperConn(t, addrs)
 	if ok, _, err := c.Exists(root); err != nil || ok {
 		t.Fatalf("znode %s exists=%v err=%v after cleanup, want gone", root, ok, err)
 	}
@@ -241,13 +241,13 @@ func testZooKeeper(t *testing.T, get func(testing.TB) ([]string, string)) {
 
 func TestZooKeeper(t *testing.T) {
 	t.Parallel()
-	testZooKeeper(t, testenv.ZooKeeper)
+	testZooKeeper(t, testkit.ZooKeeper)
 }
 
 func TestZooKeeperEnsemble(t *testing.T) {
 	t.Parallel()
 	testZooKeeper(t, func(t testing.TB) ([]string, string) {
-		addrs, root := testenv.ZooKeeperEnsemble(t)
+		addrs, root := testkit.ZooKeeperEnsemble(t)
 		if len(addrs) != 3 {
 			t.Fatalf("%d addrs, want 3", len(addrs))
 		}
@@ -270,7 +270,7 @@ func testEtcd(t *testing.T, get func(testing.TB) (*clientv3.Client, []string, st
 			t.Fatal(err)
 		}
 	})
-	c := testenv.EtcdClient(t, eps, "")
+	c := testkit.EtcdClient(t, eps, "")
 	resp, err := c.Get(t.Context(), key)
 	if err != nil || resp.Count != 0 {
 		t.Fatalf("key %s after cleanup: %v, %v; want gone", key, resp, err)
@@ -280,7 +280,7 @@ func testEtcd(t *testing.T, get func(testing.TB) (*clientv3.Client, []string, st
 func TestEtcd(t *testing.T) {
 	t.Parallel()
 	testEtcd(t, func(t testing.TB) (*clientv3.Client, []string, string) {
-		c, p := testenv.Etcd(t)
+		c, p := testkit.Etcd(t)
 		return c, c.Endpoints(), p
 	})
 }
@@ -288,7 +288,7 @@ func TestEtcd(t *testing.T) {
 func TestEtcdCluster(t *testing.T) {
 	t.Parallel()
 	testEtcd(t, func(t testing.TB) (*clientv3.Client, []string, string) {
-		c, eps, p := testenv.EtcdCluster(t)
+		c, eps, p := testkit.EtcdCluster(t)
 		m, err := c.MemberList(t.Context())
 		if err != nil {
 			t.Fatal(err)
@@ -304,9 +304,9 @@ func TestDynamoDB(t *testing.T) {
 	t.Parallel()
 	var table string
 	t.Run("inner", func(t *testing.T) {
-		c, p1 := testenv.DynamoDB(t)
+		c, p1 := testkit.DynamoDB(t)
 		var p2 string
-		_, p2 = testenv.DynamoDB(t)
+		_, p2 = testkit.DynamoDB(t)
 		if p1 == p2 || !strings.HasPrefix(p1, "ck_") {
 			t.Fatalf("prefixes %q and %q", p1, p2)
 		}
@@ -321,7 +321,7 @@ func TestDynamoDB(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	c := testenv.DynamoDBClient(t, testenv.DynamoDBEndpoint(t))
+	c := testkit.DynamoDBClient(t, testkit.DynamoDBEndpoint(t))
 	_, err := c.DescribeTable(t.Context(), &dynamodb.DescribeTableInput{TableName: aws.String(table)})
 	var nf *types.ResourceNotFoundException
 	if !errors.As(err, &nf) {
@@ -331,12 +331,12 @@ func TestDynamoDB(t *testing.T) {
 
 func TestStartRedis(t *testing.T) {
 	t.Parallel()
-	procs := testenv.StartRedis(t, 2)
+	procs := testkit.StartRedis(t, 2)
 	if len(procs) != 2 || procs[0].Addr == procs[1].Addr {
-		t.Fatalf("procs %v", testenv.Addrs(procs))
+		t.Fatalf("procs %v", testkit.Addrs(procs))
 	}
 	p := procs[0]
-	c := testenv.RedisClient(t, p.Addr, "")
+	c := testkit.RedisClient(t, p.Addr, "")
 	if err := c.Set(t.Context(), "k", "v", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -354,15 +354,15 @@ func TestStartRedis(t *testing.T) {
 	if n, err := c.Exists(t.Context(), "k").Result(); err != nil || n != 0 {
 		t.Fatalf("after restart: exists=%d err=%v; want an empty server", n, err)
 	}
-	if err := testenv.RedisClient(t, procs[1].Addr, "").Ping(t.Context()).Err(); err != nil {
+	if err := testkit.RedisClient(t, procs[1].Addr, "").Ping(t.Context()).Err(); err != nil {
 		t.Fatalf("the other server: %v", err)
 	}
 }
 
 func TestProcFreeze(t *testing.T) {
 	t.Parallel()
-	p := testenv.StartRedis(t, 1)[0]
-	c := testenv.RedisClient(t, p.Addr, "")
+	p := testkit.StartRedis(t, 1)[0]
+	c := testkit.RedisClient(t, p.Addr, "")
 	p.Freeze(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancel()
@@ -380,8 +380,8 @@ func TestProcFreeze(t *testing.T) {
 
 func TestStartEtcdCluster(t *testing.T) {
 	t.Parallel()
-	procs := testenv.StartEtcdCluster(t, 3)
-	c := testenv.EtcdClient(t, testenv.Addrs(procs), "")
+	procs := testkit.StartEtcdCluster(t, 3)
+	c := testkit.EtcdClient(t, testkit.Addrs(procs), "")
 	m, err := c.MemberList(t.Context())
 	if err != nil || len(m.Members) != 3 {
 		t.Fatalf("members %v, %v; want 3", m, err)
@@ -392,14 +392,14 @@ func TestStartEtcdCluster(t *testing.T) {
 	procs[0].Kill(t)
 	// The two others keep a quorum: once they agree on a leader, a write
 	// succeeds.
-	testenv.WaitEtcdLeader(t, procs)
+	testkit.WaitEtcdLeader(t, procs)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	if _, err := c.Put(ctx, "k", "2"); err != nil {
 		t.Fatal(err)
 	}
 	procs[0].Start(t)
-	one := testenv.EtcdClient(t, []string{procs[0].Addr}, "")
+	one := testkit.EtcdClient(t, []string{procs[0].Addr}, "")
 	// A linearizable read on the restarted member sees the write it missed.
 	resp, err := one.Get(ctx, "k")
 	if err != nil || resp.Count != 1 || string(resp.Kvs[0].Value) != "2" {
@@ -409,8 +409,8 @@ func TestStartEtcdCluster(t *testing.T) {
 
 func TestStartZooKeeperEnsemble(t *testing.T) {
 	t.Parallel()
-	procs := testenv.StartZooKeeperEnsemble(t, 3)
-	c := testenv.ZooKeeperConn(t, testenv.Addrs(procs))
+	procs := testkit.StartZooKeeperEnsemble(t, 3)
+	c := testkit.ZooKeeperConn(t, testkit.Addrs(procs))
 	if _, err := c.Create("/a", []byte("1"), 0, zk.WorldACL(zk.PermAll)); err != nil {
 		t.Fatal(err)
 	}
@@ -419,7 +419,7 @@ func TestStartZooKeeperEnsemble(t *testing.T) {
 		t.Fatal("running after Kill")
 	}
 	procs[2].Start(t)
-	only := testenv.ZooKeeperConn(t, []string{procs[2].Addr})
+	only := testkit.ZooKeeperConn(t, []string{procs[2].Addr})
 	if _, err := only.Sync("/a"); err != nil {
 		t.Fatal(err)
 	}
@@ -431,8 +431,8 @@ func TestStartZooKeeperEnsemble(t *testing.T) {
 
 func TestStartZooKeeperStandalone(t *testing.T) {
 	t.Parallel()
-	procs := testenv.StartZooKeeperEnsemble(t, 1)
-	c := testenv.ZooKeeperConn(t, testenv.Addrs(procs))
+	procs := testkit.StartZooKeeperEnsemble(t, 1)
+	c := testkit.ZooKeeperConn(t, testkit.Addrs(procs))
 	if _, err := c.Create("/a", nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
 		t.Fatal(err)
 	}
@@ -441,7 +441,7 @@ func TestStartZooKeeperStandalone(t *testing.T) {
 func TestName(t *testing.T) {
 	seen := map[string]bool{}
 	for range 1000 {
-		n := testenv.Name("ck_")
+		n := testkit.Name("ck_")
 		if len(n) != 19 || seen[n] || strings.ToLower(n) != n {
 			t.Fatalf("Name = %q (seen %v)", n, seen[n])
 		}

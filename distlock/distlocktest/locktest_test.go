@@ -1,4 +1,4 @@
-package locktest_test
+package distlocktest_test
 
 import (
 	"context"
@@ -14,8 +14,8 @@ import (
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/fenced"
 	"github.com/concurkit/concurkit/internal/lease"
-	"github.com/concurkit/concurkit/internal/locktest"
-	"github.com/concurkit/concurkit/internal/testenv"
+	"github.com/concurkit/concurkit/distlock/distlocktest"
+	"github.com/concurkit/concurkit/testkit"
 )
 
 // memService is an in-process lock service with TTL expiry, a reference
@@ -52,7 +52,7 @@ const (
 )
 
 // ignoresTokens is a Store whose fenced write is a plain write.
-type ignoresTokens struct{ locktest.Store }
+type ignoresTokens struct{ distlocktest.Store }
 
 func (s ignoresTokens) Write(ctx context.Context, _ fenced.Token, value string) error {
 	return s.WriteUnfenced(ctx, value)
@@ -126,13 +126,13 @@ func (l memLocker) TryAcquire(ctx context.Context, key string, opts *distlock.Op
 
 func runSuite(t *testing.T, f flaw) {
 	s := &memService{locks: map[string]memLock{}}
-	opts := locktest.Options{ShortTTL: 300 * time.Millisecond}
+	opts := distlocktest.Options{ShortTTL: 300 * time.Millisecond}
 	if f == unfencedStore {
-		opts.Store = func(t *testing.T) locktest.Store {
-			return ignoresTokens{locktest.PostgresStore(t, testenv.Postgres(t))}
+		opts.Store = func(t *testing.T) distlocktest.Store {
+			return ignoresTokens{distlocktest.PostgresStore(t, testkit.Postgres(t))}
 		}
 	}
-	locktest.Run(t, func(t *testing.T) distlock.Locker { return memLocker{s, f} }, opts)
+	distlocktest.Run(t, func(t *testing.T) distlock.Locker { return memLocker{s, f} }, opts)
 }
 
 func TestSuiteOnReferenceLocker(t *testing.T) { runSuite(t, correct) }

@@ -1,4 +1,4 @@
-package testenv_test
+package testkit_test
 
 import (
 	"context"
@@ -8,16 +8,16 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/concurkit/concurkit/internal/testenv"
+	"github.com/concurkit/concurkit/testkit"
 )
 
 func TestStartRedisCluster(t *testing.T) {
 	t.Parallel()
-	procs := testenv.StartRedisCluster(t, 3)
+	procs := testkit.StartRedisCluster(t, 3)
 	if len(procs) != 3 {
-		t.Fatalf("procs %v", testenv.Addrs(procs))
+		t.Fatalf("procs %v", testkit.Addrs(procs))
 	}
-	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: testenv.Addrs(procs)})
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: testkit.Addrs(procs)})
 	t.Cleanup(func() { _ = c.Close() })
 	ctx := t.Context()
 	info, err := c.ClusterInfo(ctx).Result()

@@ -1,4 +1,4 @@
-package testenv_test
+package testkit_test
 
 import (
 	"testing"
