@@ -13,8 +13,8 @@ import (
 	"github.com/concurkit/concurkit/fenced"
 	"github.com/concurkit/concurkit/internal/mysqlerr"
 	"github.com/concurkit/concurkit/internal/sqlerr"
-	"github.com/concurkit/concurkit/testkit"
 	"github.com/concurkit/concurkit/retry"
+	"github.com/concurkit/concurkit/testkit"
 )
 
 // The stale-holder-in-a-snapshot interleaving, for every guarded entry

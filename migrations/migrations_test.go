@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/concurkit/concurkit/testkit"
 	"github.com/concurkit/concurkit/migrations"
+	"github.com/concurkit/concurkit/testkit"
 )
 
 // target is one database, reached through an isolated schema or database,

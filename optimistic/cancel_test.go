@@ -9,8 +9,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/concurkit/concurkit/testkit"
 	"github.com/concurkit/concurkit/optimistic"
+	"github.com/concurkit/concurkit/testkit"
 )
 
 // waitFor polls cond (a query of the server's own lock-wait view) until it

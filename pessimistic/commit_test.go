@@ -14,8 +14,8 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/concurkit/concurkit/testkit"
 	"github.com/concurkit/concurkit/pessimistic"
+	"github.com/concurkit/concurkit/testkit"
 )
 
 // cutProxy forwards TCP connections to a server until cut is set; from then

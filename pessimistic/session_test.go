@@ -9,8 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/concurkit/concurkit/testkit"
 	"github.com/concurkit/concurkit/pessimistic"
+	"github.com/concurkit/concurkit/testkit"
 )
 
 // TestInTxMySQLLockTimeoutDoesNotLeak: the session's

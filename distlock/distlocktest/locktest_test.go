@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/concurkit/concurkit/distlock"
+	"github.com/concurkit/concurkit/distlock/distlocktest"
 	"github.com/concurkit/concurkit/fenced"
 	"github.com/concurkit/concurkit/internal/lease"
-	"github.com/concurkit/concurkit/distlock/distlocktest"
 	"github.com/concurkit/concurkit/testkit"
 )
 

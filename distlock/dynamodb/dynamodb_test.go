@@ -13,9 +13,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/concurkit/concurkit/distlock"
+	"github.com/concurkit/concurkit/distlock/distlocktest"
 	ddblock "github.com/concurkit/concurkit/distlock/dynamodb"
 	"github.com/concurkit/concurkit/fenced"
-	"github.com/concurkit/concurkit/distlock/distlocktest"
 	"github.com/concurkit/concurkit/testkit"
 )
 

@@ -20,8 +20,8 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/concurkit/concurkit/distlock"
-	ddblock "github.com/concurkit/concurkit/distlock/dynamodb"
 	"github.com/concurkit/concurkit/distlock/distlocktest"
+	ddblock "github.com/concurkit/concurkit/distlock/dynamodb"
 	"github.com/concurkit/concurkit/testkit"
 )
 

@@ -8,8 +8,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/concurkit/concurkit/distlock"
-	"github.com/concurkit/concurkit/distlock/etcd"
 	"github.com/concurkit/concurkit/distlock/distlocktest"
+	"github.com/concurkit/concurkit/distlock/etcd"
 	"github.com/concurkit/concurkit/testkit"
 )
 

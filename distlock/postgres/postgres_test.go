@@ -15,8 +15,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/concurkit/concurkit/distlock"
-	"github.com/concurkit/concurkit/distlock/postgres"
 	"github.com/concurkit/concurkit/distlock/distlocktest"
+	"github.com/concurkit/concurkit/distlock/postgres"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

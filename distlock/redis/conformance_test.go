@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/concurkit/concurkit/distlock"
+	"github.com/concurkit/concurkit/distlock/distlocktest"
 	"github.com/concurkit/concurkit/distlock/redis"
 	"github.com/concurkit/concurkit/fenced"
-	"github.com/concurkit/concurkit/distlock/distlocktest"
 	"github.com/concurkit/concurkit/testkit"
 )
 

@@ -8,9 +8,9 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/concurkit/concurkit/distlock"
+	"github.com/concurkit/concurkit/distlock/distlocktest"
 	"github.com/concurkit/concurkit/distlock/redlock"
 	"github.com/concurkit/concurkit/fenced"
-	"github.com/concurkit/concurkit/distlock/distlocktest"
 	"github.com/concurkit/concurkit/testkit"
 )
 

@@ -11,8 +11,8 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/concurkit/concurkit/distlock"
-	"github.com/concurkit/concurkit/distlock/zookeeper"
 	"github.com/concurkit/concurkit/distlock/distlocktest"
+	"github.com/concurkit/concurkit/distlock/zookeeper"
 	"github.com/concurkit/concurkit/testkit"
 )
 
