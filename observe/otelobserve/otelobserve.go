@@ -30,10 +30,10 @@ const ScopeName = "github.com/concurkit/concurkit/observe/otelobserve"
 
 // Attribute keys.
 const (
-	PackageKey = attribute.Key("concurkit.package")
-	OutcomeKey = attribute.Key("concurkit.outcome")
-	GaveUpKey  = attribute.Key("concurkit.gave_up")
-	ErrorType  = attribute.Key("error.type")
+	PackageKey   = attribute.Key("concurkit.package")
+	OutcomeKey   = attribute.Key("concurkit.outcome")
+	GaveUpKey    = attribute.Key("concurkit.gave_up")
+	ErrorTypeKey = attribute.Key("error.type")
 )
 
 // New returns Hooks that record metrics with a meter from mp. It returns an
@@ -65,7 +65,7 @@ func New(mp metric.MeterProvider) (*observe.Hooks, error) {
 	return &observe.Hooks{
 		Retry: func(ctx context.Context, e observe.RetryEvent) {
 			retries.Add(ctx, 1, metric.WithAttributes(PackageKey.String(e.Package),
-				ErrorType.String(observe.ErrorType(e.Err)), GaveUpKey.Bool(e.GaveUp)))
+				ErrorTypeKey.String(observe.ErrorType(e.Err)), GaveUpKey.Bool(e.GaveUp)))
 		},
 		LockWait: func(ctx context.Context, e observe.LockWaitEvent) {
 			outcome := "acquired"
@@ -82,7 +82,7 @@ func New(mp metric.MeterProvider) (*observe.Hooks, error) {
 			extensions.Add(ctx, 1, metric.WithAttributes(PackageKey.String(e.Package), OutcomeKey.String(outcome)))
 		},
 		LeaseLost: func(ctx context.Context, e observe.LeaseEvent) {
-			losses.Add(ctx, 1, metric.WithAttributes(PackageKey.String(e.Package), ErrorType.String(observe.ErrorType(e.Err))))
+			losses.Add(ctx, 1, metric.WithAttributes(PackageKey.String(e.Package), ErrorTypeKey.String(observe.ErrorType(e.Err))))
 		},
 		FenceRejected: func(ctx context.Context, e observe.FenceEvent) {
 			rejections.Add(ctx, 1, metric.WithAttributes(PackageKey.String(e.Package)))

@@ -89,8 +89,8 @@ func TestMetrics(t *testing.T) {
 		want  int64
 	}{
 		{"concurkit.cas.conflicts", []attribute.KeyValue{otelobserve.PackageKey.String("optimisticpg")}, 3},
-		{"concurkit.retries", []attribute.KeyValue{otelobserve.GaveUpKey.Bool(false), otelobserve.ErrorType.String("_OTHER")}, 1},
-		{"concurkit.retries", []attribute.KeyValue{otelobserve.GaveUpKey.Bool(true), otelobserve.ErrorType.String("canceled")}, 1},
+		{"concurkit.retries", []attribute.KeyValue{otelobserve.GaveUpKey.Bool(false), otelobserve.ErrorTypeKey.String("_OTHER")}, 1},
+		{"concurkit.retries", []attribute.KeyValue{otelobserve.GaveUpKey.Bool(true), otelobserve.ErrorTypeKey.String("canceled")}, 1},
 		{"concurkit.lease.extensions", []attribute.KeyValue{otelobserve.OutcomeKey.String("ok")}, 1},
 		{"concurkit.lease.extensions", []attribute.KeyValue{otelobserve.OutcomeKey.String("failed")}, 1},
 		{"concurkit.lease.losses", nil, 1},
