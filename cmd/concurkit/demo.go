@@ -20,7 +20,7 @@ import (
 // errSoldOut is a buyer's normal way to lose: the stock was already 0.
 var errSoldOut = errors.New("sold out")
 
-// demoTable is the example inventory table of migrations 0001.
+// demoTable is the example inventory table of migrations.UpExamples.
 var demoTable = optimistic.Table{Name: "inventory", Key: "id", Version: "version"}
 
 // outcome counts what the buyers of one run saw.
