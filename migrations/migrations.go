@@ -14,6 +14,7 @@ import (
 	_ "github.com/golang-migrate/migrate/v4/database/pgx/v5" // registers pgx5://
 	"github.com/golang-migrate/migrate/v4/source/iofs"
 
+	"github.com/concurkit/concurkit"
 	"github.com/concurkit/concurkit/internal/redact"
 )
 
@@ -22,52 +23,108 @@ type Dialect string
 
 // The supported dialects.
 const (
-	Postgres Dialect = "postgres"
-	MySQL    Dialect = "mysql" // MySQL 8 and MariaDB 10.6+
+	Postgres Dialect = "postgres" // PostgreSQL 12+
+	MySQL    Dialect = "mysql"    // MariaDB 10.6+ and MySQL 8 (no SEQUENCE objects on MySQL 8)
 )
 
-// ErrUnknownDialect is returned for a dialect other than Postgres or MySQL.
-var ErrUnknownDialect = errors.New("migrations: unknown dialect")
+// The golang-migrate history tables of the two embedded sets. Neither is
+// golang-migrate's default "schema_migrations", so a service's own
+// migration history in the same schema or database is never read, changed
+// or locked by concurkit's (golang-migrate's advisory lock is keyed by the
+// history table too), and the two can be applied in either order.
+const (
+	// HistoryTable records the toolkit set applied by Up, Down and Version.
+	HistoryTable = "concurkit_schema_migrations"
+	// ExamplesHistoryTable records the examples set applied by UpExamples
+	// and DownExamples.
+	ExamplesHistoryTable = "concurkit_examples_schema_migrations"
+	// defaultHistoryTable is golang-migrate's own default, used by UpFS and
+	// DownFS for the caller's files.
+	defaultHistoryTable = "schema_migrations"
+)
 
-// ErrInvalidDSN is returned for an empty DSN, a PostgreSQL URL that cannot
-// be parsed or has another scheme, or unsupported libpq options. Its
-// message shows the DSN with the password hidden.
-var ErrInvalidDSN = errors.New("migrations: invalid DSN")
-
-//go:embed postgres/*.sql mysql/*.sql
+// The two embedded sets: toolkit/ holds concurkit's own objects (what a
+// service adopts), examples/ the demo tables of the tests, demo and bench.
+//
+//go:embed postgres/toolkit/*.sql postgres/examples/*.sql mysql/toolkit/*.sql mysql/examples/*.sql
 var files embed.FS
 
-// FS returns the migration files of dialect d, named as golang-migrate
-// expects ({version}_{title}.up.sql / .down.sql).
-func FS(d Dialect) (fs.FS, error) {
-	switch d {
-	case Postgres, MySQL:
-		return fs.Sub(files, string(d))
-	}
-	return nil, fmt.Errorf("%w %q", ErrUnknownDialect, d)
+// set is one of the two embedded migration sets.
+type set struct {
+	dir     string // toolkit or examples
+	history string // its golang-migrate history table
 }
 
-// Up applies every pending migration of dialect d to the database at dsn.
+var (
+	toolkit  = set{dir: "toolkit", history: HistoryTable}
+	examples = set{dir: "examples", history: ExamplesHistoryTable}
+)
+
+func (s set) fs(d Dialect) (fs.FS, error) {
+	if err := d.check(); err != nil {
+		return nil, err
+	}
+	return fs.Sub(files, string(d)+"/"+s.dir)
+}
+
+// check reports whether d is a supported dialect.
+func (d Dialect) check() error {
+	switch d {
+	case Postgres, MySQL:
+		return nil
+	}
+	return fmt.Errorf("%w: migrations: unknown dialect %q (want %q or %q)", concurkit.ErrInvalidArgument, d, Postgres, MySQL)
+}
+
+// ParseDialect returns the Dialect named s ("postgres" or "mysql"; for
+// MariaDB use "mysql"), or an error matching concurkit.ErrInvalidArgument.
+func ParseDialect(s string) (Dialect, error) {
+	d := Dialect(s)
+	return d, d.check()
+}
+
+// FS returns the toolkit set of dialect d: the migration files Up applies,
+// named as golang-migrate expects ({version}_{title}.up.sql / .down.sql),
+// for copying into a service's own migration directory. An unknown dialect
+// is an error matching concurkit.ErrInvalidArgument.
+func FS(d Dialect) (fs.FS, error) { return toolkit.fs(d) }
+
+// ExamplesFS returns the examples set of dialect d (the inventory,
+// counters and jobs tables of concurkit's tests, demo and benchmarks).
+func ExamplesFS(d Dialect) (fs.FS, error) { return examples.fs(d) }
+
+// Up applies every pending migration of the toolkit set (see Objects) to
+// the database at dsn, recording them in HistoryTable. It creates only
+// concurkit's own objects, never alters a table of yours, and neither reads
+// nor writes golang-migrate's default history table schema_migrations, so a
+// service's own migrations and these apply in either order.
+//
 // For Postgres, dsn is a postgres:// or postgresql:// URL (a search_path
 // parameter selects the schema; reserved characters in the user name and
 // password percent-encoded); for MySQL it is a go-sql-driver DSN such as
-// "root@tcp(127.0.0.1:3306)/app". Having nothing to apply is not an error.
-// When ctx ends, the running migration finishes and Up returns ctx.Err().
-// Errors never show the DSN's password (see ErrInvalidDSN).
+// "root@tcp(127.0.0.1:3306)/app". An x-migrations-table parameter in dsn is
+// replaced by HistoryTable. Having nothing to apply is not an error. When
+// ctx ends, the running migration finishes and Up returns ctx.Err().
+//
+// A bad dialect or DSN is an error matching concurkit.ErrInvalidArgument,
+// returned before connecting. Errors never show the DSN's password.
 func Up(ctx context.Context, d Dialect, dsn string) error {
-	return run(ctx, d, dsn, func(m *migrate.Migrate) error { return m.Up() })
+	return toolkit.run(ctx, d, dsn, (*migrate.Migrate).Up)
 }
 
-// Down rolls back every applied migration of dialect d. See Up for dsn.
+// Down rolls back every applied migration of the toolkit set, dropping
+// concurkit's objects with the fence rows and token positions they hold
+// (tokens minted afterwards start at 1 again). It leaves every other table,
+// and the schema_migrations history, alone. See Up for dsn and errors.
 func Down(ctx context.Context, d Dialect, dsn string) error {
-	return run(ctx, d, dsn, func(m *migrate.Migrate) error { return m.Down() })
+	return toolkit.run(ctx, d, dsn, (*migrate.Migrate).Down)
 }
 
-// Version reports the current migration version and whether the last
-// migration failed half-way (dirty). A database with no migration applied
-// reports version 0.
+// Version reports the toolkit set's current version in HistoryTable and
+// whether its last migration failed half-way (dirty). A database with none
+// of it applied reports version 0. See Up for dsn and errors.
 func Version(ctx context.Context, d Dialect, dsn string) (version uint, dirty bool, err error) {
-	err = run(ctx, d, dsn, func(m *migrate.Migrate) error {
+	err = toolkit.run(ctx, d, dsn, func(m *migrate.Migrate) error {
 		version, dirty, err = m.Version()
 		if errors.Is(err, migrate.ErrNilVersion) {
 			version, dirty, err = 0, false, nil
@@ -77,40 +134,58 @@ func Version(ctx context.Context, d Dialect, dsn string) (version uint, dirty bo
 	return version, dirty, err
 }
 
+// UpExamples applies the examples set (the tables inventory, counters and
+// jobs used by concurkit's tests, demo and benchmarks), recording it in
+// ExamplesHistoryTable. A service adopting concurkit does not need it. See
+// Up for dsn and errors.
+func UpExamples(ctx context.Context, d Dialect, dsn string) error {
+	return examples.run(ctx, d, dsn, (*migrate.Migrate).Up)
+}
+
+// DownExamples rolls back the examples set, dropping its tables. See Up.
+func DownExamples(ctx context.Context, d Dialect, dsn string) error {
+	return examples.run(ctx, d, dsn, (*migrate.Migrate).Down)
+}
+
 // UpFS applies the golang-migrate files in fsys (for example a directory
-// of templates written by Template, opened with os.DirFS) to the database at
-// dsn. See Up for dsn and cancellation.
+// of templates written by Template, opened with os.DirFS) to the database
+// at dsn. Like golang-migrate, it records them in schema_migrations, or in
+// the table named by an x-migrations-table parameter of dsn (which may not
+// be HistoryTable or ExamplesHistoryTable: those belong to concurkit's own
+// sets). See Up for dsn, cancellation and errors; a nil fsys is an error
+// matching concurkit.ErrInvalidArgument.
 func UpFS(ctx context.Context, d Dialect, fsys fs.FS, dsn string) error {
-	if fsys == nil {
-		return errors.New("migrations: nil file system")
-	}
-	return runFS(ctx, d, fsys, dsn, func(m *migrate.Migrate) error { return m.Up() })
+	return runFS(ctx, d, fsys, dsn, "", (*migrate.Migrate).Up)
 }
 
 // DownFS rolls back the migrations in fsys. See UpFS.
 func DownFS(ctx context.Context, d Dialect, fsys fs.FS, dsn string) error {
-	if fsys == nil {
-		return errors.New("migrations: nil file system")
-	}
-	return runFS(ctx, d, fsys, dsn, func(m *migrate.Migrate) error { return m.Down() })
+	return runFS(ctx, d, fsys, dsn, "", (*migrate.Migrate).Down)
 }
 
-func run(ctx context.Context, d Dialect, dsn string, op func(*migrate.Migrate) error) error {
-	fsys, err := FS(d)
+func (s set) run(ctx context.Context, d Dialect, dsn string, op func(*migrate.Migrate) error) error {
+	fsys, err := s.fs(d)
 	if err != nil {
 		return err
 	}
-	return runFS(ctx, d, fsys, dsn, op)
+	return runFS(ctx, d, fsys, dsn, s.history, op)
 }
 
-// runFS runs op over the migrations in fsys. Every error it returns has
-// the DSN's password hidden: golang-migrate and the drivers may quote the
-// URL they were given.
-func runFS(ctx context.Context, d Dialect, fsys fs.FS, dsn string, op func(*migrate.Migrate) error) error {
+// runFS runs op over the migrations in fsys, with history as the
+// golang-migrate history table ("" = the DSN's x-migrations-table or
+// golang-migrate's default). Every error it returns has the DSN's password
+// hidden: golang-migrate and the drivers may quote the URL they were given.
+func runFS(ctx context.Context, d Dialect, fsys fs.FS, dsn, history string, op func(*migrate.Migrate) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	dbURL, err := databaseURL(d, dsn)
+	if err := d.check(); err != nil {
+		return err
+	}
+	if fsys == nil {
+		return fmt.Errorf("%w: migrations: nil file system", concurkit.ErrInvalidArgument)
+	}
+	dbURL, err := databaseURL(d, dsn, history)
 	if err != nil {
 		return redact.Error(err, dsn)
 	}
@@ -168,21 +243,40 @@ func splitPGOptions(opts string) (map[string]string, error) {
 		case strings.HasPrefix(f, "--") && strings.Contains(f, "="):
 			f = f[2:]
 		default:
-			return nil, fmt.Errorf("%w: unsupported postgres options %q (only -c name=value)", ErrInvalidDSN, opts)
+			return nil, fmt.Errorf("%w: migrations: unsupported postgres options %q in the DSN (only -c name=value)", concurkit.ErrInvalidArgument, opts)
 		}
 		k, v, ok := strings.Cut(f, "=")
 		if !ok || k == "" {
-			return nil, fmt.Errorf("%w: malformed postgres option %q", ErrInvalidDSN, f)
+			return nil, fmt.Errorf("%w: migrations: malformed postgres option %q in the DSN", concurkit.ErrInvalidArgument, f)
 		}
 		out[strings.ReplaceAll(k, "-", "_")] = v
 	}
 	return out, nil
 }
 
-// databaseURL turns a user DSN into the URL golang-migrate's driver wants.
-func databaseURL(d Dialect, dsn string) (string, error) {
+// historyParams are golang-migrate's parameters that choose the history
+// table; a toolkit or examples run replaces them with its own table.
+var historyParams = []string{"x-migrations-table", "x-migrations-table-quoted"}
+
+// checkHistory rejects an x-migrations-table that names one of concurkit's
+// own history tables for the caller's files (UpFS, DownFS): mixing them
+// would make Up skip or fail on the toolkit set.
+func checkHistory(table string) error {
+	t := strings.ToLower(strings.Trim(table, "\"`"))
+	if i := strings.LastIndex(t, "."); i >= 0 {
+		t = strings.Trim(t[i+1:], "\"`")
+	}
+	if t == HistoryTable || t == ExamplesHistoryTable {
+		return fmt.Errorf("%w: migrations: x-migrations-table %q is concurkit's own history table; give your migrations their own", concurkit.ErrInvalidArgument, table)
+	}
+	return nil
+}
+
+// databaseURL turns a user DSN into the URL golang-migrate's driver wants,
+// with history as the history table ("" = leave the DSN's choice).
+func databaseURL(d Dialect, dsn, history string) (string, error) {
 	if strings.TrimSpace(dsn) == "" {
-		return "", fmt.Errorf("%w: empty", ErrInvalidDSN)
+		return "", fmt.Errorf("%w: migrations: empty DSN", concurkit.ErrInvalidArgument)
 	}
 	switch d {
 	case Postgres:
@@ -191,13 +285,13 @@ func databaseURL(d Dialect, dsn string) (string, error) {
 			// url.Parse's message quotes the URL and pieces of it
 			// (a password with a raw '/' ends the host early: "invalid
 			// port"), so it is not passed on.
-			return "", fmt.Errorf("%w: cannot parse the postgres URL %s (percent-encode '@', ':', '/', '?', '#' and '%%' in the user name and password)",
-				ErrInvalidDSN, redact.DSN(dsn))
+			return "", fmt.Errorf("%w: migrations: cannot parse the postgres URL %s (percent-encode '@', ':', '/', '?', '#' and '%%' in the user name and password)",
+				concurkit.ErrInvalidArgument, redact.DSN(dsn))
 		}
 		switch u.Scheme {
 		case "postgres", "postgresql", "pgx5":
 		default:
-			return "", fmt.Errorf("%w: a postgres URL starts with postgres://, got scheme %q", ErrInvalidDSN, u.Scheme)
+			return "", fmt.Errorf("%w: migrations: a postgres URL starts with postgres://, got scheme %q", concurkit.ErrInvalidArgument, u.Scheme)
 		}
 		u.Scheme = "pgx5"
 		q := u.Query()
@@ -215,19 +309,56 @@ func databaseURL(d Dialect, dsn string) (string, error) {
 				q.Set(k, v)
 			}
 			q.Del("options")
-			u.RawQuery = q.Encode()
 		}
+		if history != "" {
+			for _, p := range historyParams {
+				q.Del(p)
+			}
+			q.Set("x-migrations-table", history)
+		} else if err := checkHistory(q.Get("x-migrations-table")); err != nil {
+			return "", err
+		}
+		u.RawQuery = q.Encode()
 		return u.String(), nil
 	case MySQL:
 		dsn = strings.TrimPrefix(dsn, "mysql://")
-		if !strings.Contains(dsn, "multiStatements=") {
-			sep := "?"
-			if strings.Contains(dsn, "?") {
-				sep = "&"
-			}
-			dsn += sep + "multiStatements=true"
+		// go-sql-driver's DSN: [user[:password]@][net[(addr)]]/dbname[?params].
+		// Its parameters follow the first '?' after the last '/' (a
+		// password may hold either). The DSN is edited as text rather
+		// than through mysql.ParseDSN, which rejects the tls=custom that
+		// golang-migrate's x-tls-* parameters register later.
+		slash := strings.LastIndexByte(dsn, '/')
+		if slash < 0 {
+			return "", fmt.Errorf("%w: migrations: a MySQL DSN needs a '/' before the database name, as in user@tcp(host:3306)/app", concurkit.ErrInvalidArgument)
 		}
-		return "mysql://" + dsn, nil
+		base, query := dsn, ""
+		if q := strings.IndexByte(dsn[slash:], '?'); q >= 0 {
+			base, query = dsn[:slash+q], dsn[slash+q+1:]
+		}
+		var params []string
+		for p := range strings.SplitSeq(query, "&") {
+			k, v, _ := strings.Cut(p, "=")
+			switch {
+			case p == "", k == "multiStatements":
+				continue // set below: the files hold several statements
+			case history != "" && (k == historyParams[0] || k == historyParams[1]):
+				continue
+			case history == "" && k == historyParams[0]:
+				t, err := url.QueryUnescape(v)
+				if err != nil {
+					t = v
+				}
+				if err := checkHistory(t); err != nil {
+					return "", err
+				}
+			}
+			params = append(params, p)
+		}
+		params = append(params, "multiStatements=true")
+		if history != "" {
+			params = append(params, "x-migrations-table="+url.QueryEscape(history))
+		}
+		return "mysql://" + base + "?" + strings.Join(params, "&"), nil
 	}
-	return "", fmt.Errorf("%w %q", ErrUnknownDialect, d)
+	return "", d.check()
 }

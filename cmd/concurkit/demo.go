@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +12,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/concurkit/concurkit/internal/ident"
+	"github.com/concurkit/concurkit/internal/redact"
 	"github.com/concurkit/concurkit/optimistic"
 	"github.com/concurkit/concurkit/retry"
 )
@@ -20,7 +21,7 @@ import (
 // errSoldOut is a buyer's normal way to lose: the stock was already 0.
 var errSoldOut = errors.New("sold out")
 
-// demoTable is the example inventory table of migrations 0001.
+// demoTable is the example inventory table of migrations.UpExamples.
 var demoTable = optimistic.Table{Name: "inventory", Key: "id", Version: "version"}
 
 // outcome counts what the buyers of one run saw.
@@ -52,21 +53,66 @@ type strategy struct {
 	stock    func(ctx context.Context) (int, error) // stock after the race
 }
 
-func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	buyers := fs.Int("buyers", 64, "concurrent buyers, each on its own connection")
-	pgURL := fs.String("postgres", envOr("CONCURKIT_POSTGRES_URL", "postgres://postgres@127.0.0.1:15432/postgres?sslmode=disable"), "PostgreSQL URL (empty: skip)")
-	myDSN := fs.String("mysql", envOr("CONCURKIT_MYSQL_DSN", "root@tcp(127.0.0.1:13306)/"), "MariaDB/MySQL DSN (empty: skip)")
+// Where demo finds its databases when --postgres / --mysql are not given.
+const (
+	envPostgres     = "CONCURKIT_POSTGRES_URL"
+	envMySQL        = "CONCURKIT_MYSQL_DSN"
+	defaultPostgres = "postgres://postgres@127.0.0.1:15432/postgres?sslmode=disable"
+	defaultMySQL    = "root@tcp(127.0.0.1:13306)/"
+)
+
+func demoCommand() *command {
+	return &command{
+		name:    "demo",
+		summary: "64 concurrent buyers race for the last item under each strategy",
+		args:    "[flags]",
+		about: `Runs, on PostgreSQL and MariaDB/MySQL, one race per concurrency strategy
+(optimistic CAS, SELECT ... FOR UPDATE, NOWAIT + retry, SERIALIZABLE + retry):
+--buyers goroutines, each on its own connection, released together, try to buy
+the last unit of one item. Every strategy must end with exactly one winner and
+stock 0; the command fails otherwise. It creates the schema/database --schema
+with the example tables (migrations.UpExamples) and writes no files.
+
+--postgres and --mysql default to $` + envPostgres + ` and $` + envMySQL + `, else to
+the test servers of scripts/services.sh; an explicit empty value skips that
+database. Passwords are never printed.`,
+		example: `concurkit demo
+concurkit demo --buyers 16 --mysql '' --postgres 'postgres://app@db:5432/app?sslmode=disable'`,
+		run: runDemo,
+	}
+}
+
+func runDemo(ctx context.Context, c *command, args []string, stdout, stderr io.Writer) (err error) {
+	fs := c.flagSet()
+	buyers := fs.Int("buyers", 64, "concurrent buyers, each on its own connection (2 to 1000)")
+	// No default value in the flag itself: -h would print it, and with it
+	// the password of a URL taken from the environment.
+	pgURL := fs.String("postgres", "", "PostgreSQL URL (default $"+envPostgres+", else "+defaultPostgres+"; '' skips PostgreSQL)")
+	myDSN := fs.String("mysql", "", "MariaDB/MySQL DSN (default $"+envMySQL+", else "+defaultMySQL+"; '' skips MariaDB)")
 	schema := fs.String("schema", "concurkit_demo", "PostgreSQL schema and MariaDB database the demo creates and uses")
-	if err := fs.Parse(args); err != nil {
+	if err := c.parse(fs, args, stdout); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("demo: unexpected arguments %q", fs.Args())
+	if !isSet(fs, "postgres") {
+		*pgURL = envOr(envPostgres, defaultPostgres)
 	}
-	if *buyers < 2 || *buyers > 1000 {
-		return fmt.Errorf("demo: --buyers must be in [2, 1000], got %d", *buyers)
+	if !isSet(fs, "mysql") {
+		*myDSN = envOr(envMySQL, defaultMySQL)
+	}
+	// Driver errors may quote a connection string.
+	defer func() { err = redact.Error(err, *pgURL, *myDSN) }()
+	switch {
+	case *buyers < 2 || *buyers > 1000:
+		return c.flagErr("buyers", "must be in [2, 1000], got %d", *buyers)
+	case *schema == "":
+		return c.flagErr("schema", "empty name")
+	case *pgURL == "" && *myDSN == "":
+		return usagef(c.name, "concurkit demo: --postgres and --mysql are both empty: nothing to race on")
+	}
+	for _, quote := range []func(...string) (string, error){ident.Postgres, ident.MySQL} {
+		if _, err := quote(*schema); err != nil {
+			return c.flagErr("schema", "%v", err)
+		}
 	}
 	var strategies []strategy
 	if *pgURL != "" {

@@ -40,7 +40,7 @@ func demoPostgres(ctx context.Context, rawURL, schema string, buyers int) (*pgxp
 	q := u.Query()
 	q.Set("search_path", schema)
 	u.RawQuery = q.Encode()
-	if err := migrations.Up(ctx, migrations.Postgres, u.String()); err != nil {
+	if err := migrations.UpExamples(ctx, migrations.Postgres, u.String()); err != nil {
 		return nil, err
 	}
 	cfg, err := pgxpool.ParseConfig(u.String())
@@ -91,7 +91,7 @@ func demoMySQL(ctx context.Context, dsn, schema string, buyers int) (*sql.DB, er
 		return nil, fmt.Errorf("demo: mariadb: %w (start the servers with scripts/services.sh up)", err)
 	}
 	cfg.DBName = schema
-	if err := migrations.Up(ctx, migrations.MySQL, cfg.FormatDSN()); err != nil {
+	if err := migrations.UpExamples(ctx, migrations.MySQL, cfg.FormatDSN()); err != nil {
 		return nil, err
 	}
 	db, err := sql.Open("mysql", cfg.FormatDSN())

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -52,7 +53,7 @@ func TestDemoOneWinnerPerStrategy(t *testing.T) {
 func TestMigrateTemplateCLI(t *testing.T) {
 	dir := t.TempDir()
 	var out bytes.Buffer
-	err := run(t.Context(), []string{"migrate", "template", "--dialect", "mysql", "--table", "orders", "--version-column", "--fencing-column=fence", "--version", "42", "--out", dir}, &out, &out)
+	err := run(t.Context(), []string{"migrate", "template", "--dialect", "mysql", "--table", "orders", "--version-column", "--fencing-column=fence", "--fence-table", "--sequence", "--lock-timeout", "2s", "--version", "42", "--out", dir}, &out, &out)
 	if err != nil {
 		t.Fatalf("%v: %s", err, out.String())
 	}
@@ -60,7 +61,12 @@ func TestMigrateTemplateCLI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"ADD COLUMN `version` BIGINT NOT NULL DEFAULT 1;", "ADD COLUMN `fence` BIGINT NOT NULL DEFAULT 0;"} {
+	for _, want := range []string{
+		"SET SESSION lock_wait_timeout = 2;\n",
+		"CREATE TABLE `concurkit_fences`",
+		"CREATE SEQUENCE `concurkit_fence_token_seq`",
+		"ADD COLUMN `version` BIGINT NOT NULL DEFAULT 1, ADD COLUMN `fence` BIGINT NOT NULL DEFAULT 0;",
+	} {
 		if !strings.Contains(string(up), want) {
 			t.Errorf("up file lacks %q:\n%s", want, up)
 		}
@@ -71,22 +77,27 @@ func TestMigrateTemplateCLI(t *testing.T) {
 	}
 }
 
-func TestBadInvocations(t *testing.T) {
-	for _, args := range [][]string{
-		nil,
-		{"nope"},
-		{"migrate"},
-		{"migrate", "sideways"},
-		{"migrate", "template", "--dialect", "postgres", "--table", "t"},
-		{"migrate", "template", "--dialect", "oracle", "--table", "t", "--version-column"},
-		{"migrate", "template", "--dialect", "postgres", "--table", "t", "--version-column", "--version", "x"},
-		{"migrate", "up", "--dialect", "postgres"},
-		{"demo", "--buyers", "1"},
-		{"demo", "--schema", "", "--mysql", ""},
-	} {
+// TestMigrateTemplateNumbering: --numbering sequential follows the highest
+// version in --out (zero-padded like it; 000001 in an empty or missing
+// directory); the default is a UTC timestamp.
+func TestMigrateTemplateNumbering(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "db", "migrations")
+	for _, want := range []string{"000001_concurkit_orders.up.sql", "000002_concurkit_orders.up.sql"} {
 		var out bytes.Buffer
-		if err := run(t.Context(), args, &out, &out); err == nil {
-			t.Errorf("run(%q) succeeded", args)
+		if err := run(t.Context(), []string{"migrate", "template", "--dialect", "postgres", "--table", "orders", "--version-column", "--numbering", "sequential", "--out", dir}, &out, &out); err != nil {
+			t.Fatalf("%v: %s", err, out.String())
 		}
+		if _, err := os.Stat(filepath.Join(dir, want)); err != nil {
+			t.Fatalf("%v\n%s", err, out.String())
+		}
+	}
+	var out bytes.Buffer
+	before := time.Now().UTC().Format("20060102")
+	if err := run(t.Context(), []string{"migrate", "template", "--dialect", "postgres", "--fence-table"}, &out, &out); err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now().UTC().Format("20060102")
+	if !(strings.HasPrefix(out.String(), "-- "+before) || strings.HasPrefix(out.String(), "-- "+after)) || !strings.Contains(out.String(), "_concurkit_fencing.down.sql\n") {
+		t.Fatalf("timestamp numbering, printed files:\n%s", out.String())
 	}
 }

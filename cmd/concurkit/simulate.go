@@ -3,9 +3,9 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,26 +16,33 @@ import (
 	"github.com/concurkit/concurkit/deadlock"
 )
 
-const simulateUsage = `usage: concurkit simulate [flags]
+func simulateCommand() *command {
+	return &command{
+		name:    "simulate",
+		summary: "simulate two-phase locking and its deadlock policies on a seeded workload",
+		args:    "[flags]",
+		about: `Runs the two-phase-locking simulator (package deadlock) on a seeded workload
+and prints committed/aborted counts, deadlocks, waits and throughput per policy.
+Every run keeps its committed history (a record per committed step) and checks
+that it is conflict-serializable.
 
-Runs the two-phase-locking simulator on a seeded workload and prints
-committed/aborted counts, deadlocks, waits and throughput per policy.
-Writes the wait-for graph of the first deadlock (waitfor-POLICY.dot, and
-.svg when Graphviz's dot is installed) and, with --trace, the schedule
-(trace-POLICY.txt, one line per event: large when lock timeouts thrash)
-into --out. Every run keeps its committed history (a record per committed
-step) to check that it is conflict-serializable. --sweep runs every
-policy over contention (hot resources 1 to 10,000) and writes sweep.md,
-sweep.png and sweep-aborts.png.
+Files are written only into --out, which is empty (no files) by default: the
+wait-for graph of each policy's first deadlock (waitfor-POLICY.dot, and .svg
+and .png when Graphviz's dot is installed), with --trace the schedule
+(trace-POLICY.txt, one line per event: large when lock timeouts thrash), and
+with --sweep the comparison (sweep.md, sweep.png, sweep-aborts.png). --sweep
+runs every policy over contention (hot resources 1 to 10,000).
 
-Under no-wait and timeout a run ends only because restart delays grow and
-are random (see the deadlock package's "Progress"), so every run is
-bounded: --max-events (scheduler events, about 15 s of CPU per 100
-million) and --max-time (logical time) stop it, print what it did so far
-and exit with an error.
-
-flags:
-`
+Under no-wait and timeout a run ends only because restart delays grow and are
+random (see the deadlock package's "Progress"), so every run is bounded:
+--max-events (scheduler events, about 15 s of CPU per 100 million) and
+--max-time (logical time) stop it, print what it did so far and exit 1.`,
+		example: `concurkit simulate --compare --hot 10
+concurkit simulate --policy wound-wait --trace --out /tmp/sim
+concurkit simulate --sweep --out /tmp/sweep`,
+		run: runSimulate,
+	}
+}
 
 type simulateFlags struct {
 	policy, victim  string
@@ -43,37 +50,33 @@ type simulateFlags struct {
 	trace           bool
 	out             string
 	wl              deadlock.Workload
+	think           time.Duration
 	concurrency     int
 	opTime, timeout time.Duration
 	interval        time.Duration
-	restart, think  time.Duration
+	restart         time.Duration
 	maxRestart      time.Duration
 	maxEvents       int
 	maxTime         time.Duration
 }
 
-func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runSimulate(ctx context.Context, c *command, args []string, stdout, stderr io.Writer) error {
 	var f simulateFlags
-	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, simulateUsage)
-		fs.PrintDefaults()
-	}
+	fs := c.flagSet()
 	fs.StringVar(&f.policy, "policy", "detect", "policy: detect, detect-periodic, wait-die, wound-wait, no-wait, timeout")
 	fs.StringVar(&f.victim, "victim", "youngest", "deadlock victim: youngest, least-work, fewest-locks")
 	fs.BoolVar(&f.compare, "compare", false, "run every policy on the same workload")
-	fs.BoolVar(&f.sweep, "sweep", false, "compare every policy over contention (hot resources 1 to 10,000); writes sweep.md and PNG plots")
-	fs.BoolVar(&f.trace, "trace", false, "write the schedule trace to trace-POLICY.txt")
-	fs.StringVar(&f.out, "out", ".", "directory for the pictures and traces")
+	fs.BoolVar(&f.sweep, "sweep", false, "compare every policy over contention (hot resources 1 to 10,000); with --out, writes sweep.md and PNG plots")
+	fs.BoolVar(&f.trace, "trace", false, "write the schedule trace to trace-POLICY.txt in --out (required)")
+	fs.StringVar(&f.out, "out", "", "directory for the wait-for graphs, traces and plots, created if missing (default: write no files)")
 	fs.Uint64Var(&f.wl.Seed, "seed", 1, "workload seed (same seed, same run)")
 	fs.IntVar(&f.wl.Transactions, "txns", 2000, "number of transactions")
 	fs.IntVar(&f.wl.Resources, "resources", 1000, "number of resources (rows)")
 	fs.IntVar(&f.wl.Length, "length", 8, "reads and writes per transaction")
-	fs.Float64Var(&f.wl.ReadRatio, "read-ratio", 0.5, "probability that a step is a read (S lock)")
+	fs.Float64Var(&f.wl.ReadRatio, "read-ratio", 0.5, "probability that a step is a read (S lock), in [0, 1]")
 	fs.Float64Var(&f.wl.Skew, "skew", 0, "Zipf exponent of resource popularity (0 = uniform)")
 	fs.IntVar(&f.wl.HotResources, "hot", 0, "number of hot resources (0 = use --skew)")
-	fs.Float64Var(&f.wl.HotFraction, "hot-fraction", 0.8, "probability that a step hits a hot resource")
+	fs.Float64Var(&f.wl.HotFraction, "hot-fraction", 0.8, "probability that a step hits a hot resource, in [0, 1]")
 	fs.Float64Var(&f.wl.ArrivalRate, "arrival-rate", 0, "transactions per logical second (0 = all at once)")
 	fs.DurationVar(&f.think, "think", 0, "logical think time between steps")
 	fs.IntVar(&f.concurrency, "concurrency", 32, "transactions active at once")
@@ -84,30 +87,32 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.DurationVar(&f.maxRestart, "max-restart-delay", 0, "cap of the growing restart backoff under no-wait and timeout (0 = 4x the longest an attempt can last)")
 	fs.IntVar(&f.maxEvents, "max-events", 100_000_000, "stop a run after this many scheduler events and report it incomplete (0 = no limit)")
 	fs.DurationVar(&f.maxTime, "max-time", 0, "stop a run when its logical clock passes this and report it incomplete (0 = no limit)")
-	if err := fs.Parse(args); err != nil {
+	if err := c.parse(fs, args, stdout); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("simulate: unexpected argument %q", fs.Arg(0))
-	}
-	f.wl.ThinkTime = logical(f.think)
-	if err := os.MkdirAll(f.out, 0o755); err != nil {
+	if err := f.validate(c); err != nil {
 		return err
-	}
-	if f.sweep {
-		return runSweep(ctx, f, stdout)
 	}
 	victim, err := deadlock.ParseVictim(f.victim)
 	if err != nil {
-		return err
+		return c.flagErr("victim", "unknown rule %q (youngest, least-work or fewest-locks)", f.victim)
 	}
 	policies := deadlock.AllPolicies()
-	if !f.compare {
+	if !f.compare && !f.sweep {
 		p, err := deadlock.ParsePolicy(f.policy)
 		if err != nil {
-			return err
+			return c.flagErr("policy", "unknown policy %q (detect, detect-periodic, wait-die, wound-wait, no-wait or timeout)", f.policy)
 		}
 		policies = []deadlock.Policy{p}
+	}
+	f.wl.ThinkTime = logical(f.think)
+	if f.out != "" {
+		if err := os.MkdirAll(f.out, 0o755); err != nil {
+			return err
+		}
+	}
+	if f.sweep {
+		return runSweep(ctx, f, victim, stdout)
 	}
 	txns, err := f.wl.Generate()
 	if err != nil {
@@ -144,6 +149,43 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	return nil
 }
 
+// validate checks every flag's range, so that a bad value is reported with
+// its flag's name (the simulator's own checks name the field).
+func (f *simulateFlags) validate(c *command) error {
+	finite := func(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+	for _, chk := range []struct {
+		flag string
+		ok   bool
+		want string
+	}{
+		{"txns", f.wl.Transactions >= 1, "at least 1"},
+		{"resources", f.wl.Resources >= 1, "at least 1"},
+		{"length", f.wl.Length >= 1, "at least 1"},
+		{"read-ratio", f.wl.ReadRatio >= 0 && f.wl.ReadRatio <= 1, "in [0, 1]"},
+		{"skew", finite(f.wl.Skew) && f.wl.Skew >= 0, "finite and >= 0"},
+		{"hot", f.wl.HotResources >= 0 && (f.sweep || f.wl.HotResources <= f.wl.Resources), "in [0, --resources]"},
+		{"hot-fraction", f.wl.HotFraction >= 0 && f.wl.HotFraction <= 1, "in [0, 1]"},
+		{"arrival-rate", finite(f.wl.ArrivalRate) && f.wl.ArrivalRate >= 0, "finite and >= 0"},
+		{"think", f.think >= 0, ">= 0"},
+		{"concurrency", f.concurrency >= 1, "at least 1"},
+		{"op-time", f.opTime >= 0, ">= 0"},
+		{"timeout", f.timeout >= 0, ">= 0"},
+		{"interval", f.interval >= 0, ">= 0"},
+		{"restart-delay", f.restart >= 0, ">= 0"},
+		{"max-restart-delay", f.maxRestart >= 0, ">= 0"},
+		{"max-events", f.maxEvents >= 0, ">= 0"},
+		{"max-time", f.maxTime >= 0, ">= 0"},
+	} {
+		if !chk.ok {
+			return c.flagErr(chk.flag, "must be %s", chk.want)
+		}
+	}
+	if f.trace && f.out == "" {
+		return c.flagErr("trace", "needs --out DIR (the trace is written to a file, never into the current directory)")
+	}
+	return nil
+}
+
 func logical(d time.Duration) deadlock.Time { return deadlock.Time(d / time.Microsecond) }
 
 func (f simulateFlags) options(p deadlock.Policy, v deadlock.Victim) *deadlock.Options {
@@ -169,10 +211,14 @@ func printTable(w io.Writer, results []*deadlock.Result) {
 	tw.Flush()
 }
 
-// writePictures writes the first deadlock's wait-for graph as DOT (and SVG
-// and PNG when Graphviz is installed) and, when tracing, the schedule.
+// writePictures writes, into f.out, the first deadlock's wait-for graph as
+// DOT (and SVG and PNG when Graphviz is installed) and, when tracing, the
+// schedule. Without f.out it only prints the first deadlock's cycle.
 func writePictures(f simulateFlags, r *deadlock.Result, stdout io.Writer) error {
-	if len(r.Graphs) > 0 {
+	if len(r.Graphs) > 0 && f.out == "" {
+		fmt.Fprintf(stdout, "%s: first deadlock %v at t=%s (--out DIR writes its wait-for graph)\n", r.Policy, r.Graphs[0].Cycle, r.Graphs[0].Time)
+	}
+	if len(r.Graphs) > 0 && f.out != "" {
 		base := filepath.Join(f.out, "waitfor-"+r.Policy.String())
 		if err := writeFile(base+".dot", r.Graphs[0].WriteDOT); err != nil {
 			return err

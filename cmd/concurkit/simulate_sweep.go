@@ -27,12 +27,9 @@ type sweepPoint struct {
 
 // runSweep compares every policy over contention on otherwise identical
 // seeded workloads (the shape of Yu et al., VLDB 2014, "Staring into the
-// Abyss"), and writes sweep.md and two plots.
-func runSweep(ctx context.Context, f simulateFlags, stdout io.Writer) error {
-	victim, err := deadlock.ParseVictim(f.victim)
-	if err != nil {
-		return err
-	}
+// Abyss"), prints the tables and, with --out, writes them as sweep.md with
+// two plots.
+func runSweep(ctx context.Context, f simulateFlags, victim deadlock.Victim, stdout io.Writer) error {
 	wl := f.wl
 	wl.Resources = max(wl.Resources, sweepHot[len(sweepHot)-1])
 	policies := deadlock.AllPolicies()
@@ -92,6 +89,11 @@ func runSweep(ctx context.Context, f simulateFlags, stdout io.Writer) error {
 		}
 	}
 	md.WriteString("\n")
+	fmt.Fprint(stdout, "\n", md.String())
+	if f.out == "" {
+		fmt.Fprintln(stdout, "\n(--out DIR writes these tables as sweep.md with the plots sweep.png and sweep-aborts.png)")
+		return nil
+	}
 	if err := writeFile(filepath.Join(f.out, "sweep.md"), func(w io.Writer) error {
 		_, err := io.WriteString(w, md.String())
 		return err
@@ -106,7 +108,6 @@ func runSweep(ctx context.Context, f simulateFlags, stdout io.Writer) error {
 		func(r *deadlock.Result) float64 { return float64(r.Aborts.Total())/float64(r.Committed) + 0.01 }); err != nil {
 		return err
 	}
-	fmt.Fprint(stdout, "\n", md.String())
 	fmt.Fprintf(stdout, "\nwrote %s, %s, %s\n", filepath.Join(f.out, "sweep.md"), filepath.Join(f.out, "sweep.png"), filepath.Join(f.out, "sweep-aborts.png"))
 	return nil
 }

@@ -14,7 +14,7 @@ import (
 func TestSimulateCompare(t *testing.T) {
 	dir := t.TempDir()
 	var out, errb bytes.Buffer
-	err := runSimulate(t.Context(), []string{"--compare", "--trace", "--txns", "300", "--resources", "50", "--out", dir}, &out, &errb)
+	err := run(t.Context(), []string{"simulate", "--compare", "--trace", "--txns", "300", "--resources", "50", "--out", dir}, &out, &errb)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, errb.String())
 	}
@@ -33,7 +33,7 @@ func TestSimulateCompare(t *testing.T) {
 func TestSimulateSweep(t *testing.T) {
 	dir := t.TempDir()
 	var out, errb bytes.Buffer
-	if err := runSimulate(t.Context(), []string{"--sweep", "--out", dir}, &out, &errb); err != nil {
+	if err := run(t.Context(), []string{"simulate", "--sweep", "--out", dir}, &out, &errb); err != nil {
 		t.Fatalf("%v\n%s", err, errb.String())
 	}
 	for _, f := range []string{"sweep.md", "sweep.png", "sweep-aborts.png"} {
@@ -54,8 +54,8 @@ func TestSimulateBadFlags(t *testing.T) {
 		{"--max-restart-delay", "-1ms"},
 	} {
 		var out, errb bytes.Buffer
-		if err := runSimulate(t.Context(), append(args, "--out", t.TempDir()), &out, &errb); err == nil {
-			t.Errorf("%v: no error", args)
+		if err := run(t.Context(), append(append([]string{"simulate"}, args...), "--out", t.TempDir()), &out, &errb); exitCode(err) != exitUsage {
+			t.Errorf("%v: %v, want a usage error (exit 2)", args, err)
 		}
 	}
 }
@@ -66,8 +66,8 @@ func TestSimulateBadFlags(t *testing.T) {
 // within a bound on events that turns a run that never ends into a failure.
 func TestSimulateIssueConfig(t *testing.T) {
 	var out, errb bytes.Buffer
-	args := []string{"--policy", "timeout", "--hot", "10", "--txns", "2000", "--max-events", "2000000", "--out", t.TempDir()}
-	if err := runSimulate(t.Context(), args, &out, &errb); err != nil {
+	args := []string{"simulate", "--policy", "timeout", "--hot", "10", "--txns", "2000", "--max-events", "2000000", "--out", t.TempDir()}
+	if err := run(t.Context(), args, &out, &errb); err != nil {
 		t.Fatalf("%v\n%s%s", err, out.String(), errb.String())
 	}
 	if !strings.Contains(out.String(), "  timeout       2000 ") || !strings.Contains(out.String(), "conflict-serializable") {
@@ -81,8 +81,8 @@ func TestSimulateIssueConfig(t *testing.T) {
 func TestSimulateLimitFlags(t *testing.T) {
 	for _, limit := range [][]string{{"--max-events", "10000"}, {"--max-time", "100ms"}} {
 		var out, errb bytes.Buffer
-		args := append([]string{"--policy", "timeout", "--hot", "10", "--txns", "2000", "--max-restart-delay", "200us", "--out", t.TempDir()}, limit...)
-		err := runSimulate(t.Context(), args, &out, &errb)
+		args := append([]string{"simulate", "--policy", "timeout", "--hot", "10", "--txns", "2000", "--max-restart-delay", "200us", "--out", t.TempDir()}, limit...)
+		err := run(t.Context(), args, &out, &errb)
 		if !errors.Is(err, deadlock.ErrLimit) || !strings.Contains(err.Error(), "raise --max-events or --max-time") {
 			t.Fatalf("%v: err = %v", limit, err)
 		}
