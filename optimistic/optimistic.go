@@ -19,6 +19,7 @@ const (
 // conflictError is ErrConflict's type: retry.IsRetryable accepts it.
 type conflictError struct{}
 
+// Error returns the message.
 func (conflictError) Error() string { return "optimistic: version conflict" }
 
 // Retryable reports true: Do and the transaction helpers retry a conflict.
@@ -30,6 +31,7 @@ func (conflictError) ErrorType() string { return "conflict" }
 // notFoundError is ErrNotFound's type.
 type notFoundError struct{}
 
+// Error returns the message.
 func (notFoundError) Error() string { return "optimistic: row not found" }
 
 // Is makes errors.Is(ErrNotFound, target) true for sql.ErrNoRows and for

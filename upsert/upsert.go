@@ -6,6 +6,7 @@ const DefaultKeyColumn = "id"
 // contendedError is ErrContended's type.
 type contendedError struct{}
 
+// Error returns the message.
 func (contendedError) Error() string { return "upsert: conflicting row kept disappearing" }
 
 // ErrorType is the name observe.ErrorType reports.
