@@ -63,3 +63,22 @@ func BenchmarkUpdateVsHandWritten(b *testing.B) {
 	b.ReportMetric(float64(tOurs.Nanoseconds())/float64(b.N), "Update-ns/cas")
 	b.ReportMetric(float64(tOurs)/float64(tHand), "ratio")
 }
+
+// BenchmarkUpdateClientSide measures Update's own work per call — checks,
+// the cached statement, arguments, outcome — against an in-memory DBTX, so
+// that it is stable on a loaded machine. Before the statement cache the
+// same call (optimistic.UpdatePostgres) took about 1.1 µs and 25
+// allocations (6.3 µs under -race): the statement was rebuilt and
+// re-quoted every time.
+func BenchmarkUpdateClientSide(b *testing.B) {
+	ctx := b.Context()
+	db := &fakeDB{updated: true, exists: true}
+	tbl := optimistic.Table{Name: "counters"}
+	set := map[string]any{"value": 7}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := optimisticpg.Update(ctx, db, tbl, 1, 1, set); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
