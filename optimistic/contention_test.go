@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/concurkit/concurkit/observe"
 	"github.com/concurkit/concurkit/optimistic"
 	"github.com/concurkit/concurkit/retry"
 )
@@ -33,15 +34,15 @@ func TestOversell(t *testing.T) {
 				conflicts atomic.Int64
 				errs      = make([]error, maxWorkers)
 			)
-			policy := retry.Policy{
-				MaxAttempts: 50,
-				MaxDelay:    20 * time.Millisecond,
-				OnRetry:     func(int, error, time.Duration) { conflicts.Add(1) },
-			}
+			policy := retry.Policy{MaxAttempts: 50, MaxDelay: 20 * time.Millisecond}
+			// Every conflict is retried: the adapters' hook counts them.
+			ctx := observe.WithHooks(t.Context(), &observe.Hooks{
+				Conflict: func(context.Context, observe.ConflictEvent) { conflicts.Add(1) },
+			})
 			for i, w := range workers {
 				wg.Go(func() {
 					<-start
-					errs[i] = optimistic.Do(t.Context(), policy, func(ctx context.Context) error {
+					errs[i] = optimistic.Do(ctx, policy, func(ctx context.Context) error {
 						stock, version, err := w.read(ctx, 1)
 						if err != nil {
 							return err
@@ -98,14 +99,16 @@ func TestLostUpdate(t *testing.T) {
 				MaxAttempts: 10_000,
 				BaseDelay:   50 * time.Millisecond,
 				MaxDelay:    2000 * time.Millisecond,
-				OnRetry:     func(int, error, time.Duration) { retries.Add(1) },
 			}
+			ctx := observe.WithHooks(t.Context(), &observe.Hooks{
+				Conflict: func(context.Context, observe.ConflictEvent) { retries.Add(1) },
+			})
 			for i := range workers {
 				w := s.worker(t)
 				wg.Go(func() {
 					<-start
 					for range increments {
-						_, err := optimistic.DoValue(t.Context(), policy, func(ctx context.Context) (int64, error) {
+						_, err := optimistic.DoValue(ctx, policy, func(ctx context.Context) (int64, error) {
 							v, version, err := w.read(ctx, 1)
 							if err != nil {
 								return 0, err

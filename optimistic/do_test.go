@@ -36,9 +36,13 @@ func TestDoExhaustedAndCancelled(t *testing.T) {
 				t.Fatalf("exhausted: err=%v calls=%d; want *retry.ExhaustedError{Attempts: 3} matching ErrConflict", err, calls)
 			}
 
+			// The context ends after the first conflict, before the backoff
+			// (an hour) is over.
 			ctx, cancel := context.WithCancel(t.Context())
-			err = optimistic.Do(ctx, retry.Policy{MaxAttempts: 100, BaseDelay: time.Hour, MaxDelay: time.Hour,
-				OnRetry: func(int, error, time.Duration) { cancel() }}, stale)
+			err = optimistic.Do(ctx, retry.Policy{MaxAttempts: 100, BaseDelay: time.Hour, MaxDelay: time.Hour}, func(ctx context.Context) error {
+				defer cancel()
+				return stale(ctx)
+			})
 			if !errors.Is(err, context.Canceled) || !errors.Is(err, optimistic.ErrConflict) {
 				t.Fatalf("cancelled: %v; want context.Canceled joined with ErrConflict", err)
 			}

@@ -2,22 +2,18 @@ package optimistic_test
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
-	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/concurkit/concurkit/optimistic"
+	"github.com/concurkit/concurkit/optimistic/optimisticmysql"
+	"github.com/concurkit/concurkit/optimistic/optimisticpg"
+	"github.com/concurkit/concurkit/pessimistic"
 	"github.com/concurkit/concurkit/retry"
 )
 
@@ -79,109 +75,6 @@ func exampleMySQL(ctx context.Context) (*sql.DB, *sql.Conn, error) {
 	return db, conn, nil
 }
 
-// exampleDynamoDB creates a uniquely named table with item id=1
-// (stock 10, version 1) and returns a function that deletes it.
-func exampleDynamoDB(ctx context.Context) (*dynamodb.Client, string, func(), error) {
-	client := dynamodb.New(dynamodb.Options{
-		BaseEndpoint: aws.String(exampleEnv("CONCURKIT_DYNAMODB_ENDPOINT", "http://127.0.0.1:18000")),
-		Region:       "us-east-1",
-		Credentials:  credentials.NewStaticCredentialsProvider("x", "x", ""),
-	})
-	b := make([]byte, 6)
-	rand.Read(b)
-	name := "example-inventory-" + hex.EncodeToString(b)
-	_, err := client.CreateTable(ctx, &dynamodb.CreateTableInput{
-		TableName:            aws.String(name),
-		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("id"), AttributeType: types.ScalarAttributeTypeN}},
-		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: types.KeyTypeHash}},
-		BillingMode:          types.BillingModePayPerRequest,
-	})
-	if err != nil {
-		return nil, "", nil, err
-	}
-	drop := func() {
-		client.DeleteTable(context.WithoutCancel(ctx), &dynamodb.DeleteTableInput{TableName: aws.String(name)})
-	}
-	_, err = client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(name), Item: map[string]types.AttributeValue{
-		"id": &types.AttributeValueMemberN{Value: "1"}, "stock": &types.AttributeValueMemberN{Value: "10"}, "version": &types.AttributeValueMemberN{Value: "1"},
-	}})
-	if err != nil {
-		drop()
-		return nil, "", nil, err
-	}
-	return client, name, drop, nil
-}
-
-func ExampleUpdatePostgres() {
-	ctx := context.Background()
-	conn, err := examplePostgres(ctx)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer conn.Close(ctx)
-
-	inventory := optimistic.Table{Name: "inventory", Key: "id", Version: "version"}
-	// Item 1 is at version 1: the CAS succeeds and returns version 2.
-	v, err := optimistic.UpdatePostgres(ctx, conn, inventory, 1, 1, map[string]any{"stock": 9})
-	fmt.Println(v, err)
-	// Version 1 is stale now.
-	_, err = optimistic.UpdatePostgres(ctx, conn, inventory, 1, 1, map[string]any{"stock": 8})
-	fmt.Println(errors.Is(err, optimistic.ErrConflict))
-	// No item 2 at all.
-	_, err = optimistic.UpdatePostgres(ctx, conn, inventory, 2, 1, map[string]any{"stock": 8})
-	fmt.Println(errors.Is(err, optimistic.ErrNotFound), errors.Is(err, sql.ErrNoRows))
-	// Output:
-	// 2 <nil>
-	// true
-	// true true
-}
-
-func ExampleUpdateMySQL() {
-	ctx := context.Background()
-	db, conn, err := exampleMySQL(ctx)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer db.Close()
-	defer conn.Close()
-
-	counters := optimistic.Table{Name: "counters", Key: "id", Version: "version"}
-	v, err := optimistic.UpdateMySQL(ctx, conn, counters, 1, 1, map[string]any{"value": 1})
-	fmt.Println(v, err)
-	_, err = optimistic.UpdateMySQL(ctx, conn, counters, 1, 1, map[string]any{"value": 1})
-	fmt.Println(errors.Is(err, optimistic.ErrConflict))
-	_, err = optimistic.UpdateMySQL(ctx, conn, counters, 2, 1, nil)
-	fmt.Println(errors.Is(err, optimistic.ErrNotFound))
-	// Output:
-	// 2 <nil>
-	// true
-	// true
-}
-
-func ExampleUpdateDynamoDB() {
-	ctx := context.Background()
-	client, table, drop, err := exampleDynamoDB(ctx)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer drop()
-
-	inventory := optimistic.Table{Name: table, Key: "id", Version: "version"}
-	v, err := optimistic.UpdateDynamoDB(ctx, client, inventory, 1, 1, map[string]any{"stock": 9})
-	fmt.Println(v, err)
-	_, err = optimistic.UpdateDynamoDB(ctx, client, inventory, 1, 1, map[string]any{"stock": 8})
-	fmt.Println(errors.Is(err, optimistic.ErrConflict))
-	_, err = optimistic.UpdateDynamoDB(ctx, client, inventory, 2, 1, map[string]any{"stock": 8})
-	fmt.Println(errors.Is(err, optimistic.ErrNotFound))
-	// Output:
-	// 2 <nil>
-	// true
-	// true
-}
-
 // ExampleDo buys one unit: read stock and version, refuse when sold out,
 // otherwise CAS the decrement; a conflict re-runs the whole closure.
 func ExampleDo() {
@@ -193,7 +86,7 @@ func ExampleDo() {
 	}
 	defer conn.Close(ctx)
 
-	inventory := optimistic.Table{Name: "inventory", Key: "id", Version: "version"}
+	inventory := optimistic.Table{Name: "inventory", KeyColumn: "id", VersionColumn: "version"}
 	errSoldOut := errors.New("sold out")
 	buy := func(ctx context.Context) error {
 		var stock, version int64
@@ -203,7 +96,7 @@ func ExampleDo() {
 		if stock == 0 {
 			return errSoldOut // not retryable: Do returns it at once
 		}
-		_, err := optimistic.UpdatePostgres(ctx, conn, inventory, 1, version, map[string]any{"stock": stock - 1})
+		_, err := optimisticpg.Update(ctx, conn, inventory, 1, version, map[string]any{"stock": stock - 1})
 		return err // ErrConflict is retryable
 	}
 	err = optimistic.Do(ctx, retry.Policy{}, buy)
@@ -227,13 +120,13 @@ func ExampleDoValue() {
 	defer db.Close()
 	defer conn.Close()
 
-	counters := optimistic.Table{Name: "counters", Key: "id", Version: "version"}
+	counters := optimistic.Table{Name: "counters", KeyColumn: "id", VersionColumn: "version"}
 	increment := func(ctx context.Context) (int64, error) {
 		var value, version int64
 		if err := conn.QueryRowContext(ctx, "SELECT value, version FROM counters WHERE id = ?", 1).Scan(&value, &version); err != nil {
 			return 0, err
 		}
-		return optimistic.UpdateMySQL(ctx, conn, counters, 1, version, map[string]any{"value": value + 1})
+		return optimisticmysql.Update(ctx, conn, counters, 1, version, map[string]any{"value": value + 1})
 	}
 	for range 3 {
 		v, err := optimistic.DoValue(ctx, retry.Policy{MaxAttempts: 20}, increment)
@@ -245,67 +138,63 @@ func ExampleDoValue() {
 	// 4 <nil>
 }
 
-// ExampleUpdateMySQL_cancelled shows what a deadline means for a CAS on a
-// *sql.DB that waits behind another transaction's lock: UpdateMySQL stops
-// the statement on the server before it returns, so the caller can rely on
-// "not updated" — unless the error is an *AmbiguousCommitError, whose
-// outcome could not be confirmed and must be checked by reading the row.
-func ExampleUpdateMySQL_cancelled() {
+// Example_transfer moves money between two rows. Each row is a
+// compare-and-swap, and both run inside one transaction with
+// pessimistic.InTx: a conflict on either row (another transfer got there
+// first) rolls the whole transfer back and InTx runs it again, so money is
+// never created or destroyed. Two optimistic.Do loops, one per row, could
+// not undo the first row's write when the second one conflicts.
+func Example_transfer() {
 	ctx := context.Background()
-	cfg, err := mysql.ParseDSN(exampleEnv("CONCURKIT_MYSQL_DSN", "root@tcp(127.0.0.1:13306)/"))
+	conn, err := pgx.Connect(ctx, exampleEnv("CONCURKIT_POSTGRES_URL", "postgres://postgres@127.0.0.1:15432/postgres?sslmode=disable"))
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	db, err := sql.Open("mysql", cfg.FormatDSN())
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, `CREATE TEMPORARY TABLE accounts (id bigint PRIMARY KEY, balance bigint NOT NULL, version bigint NOT NULL DEFAULT 1);
+INSERT INTO accounts (id, balance) VALUES (1, 100), (2, 0)`)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	defer db.Close()
-	// Two connections must see the table: a real one, uniquely named.
-	b := make([]byte, 6)
-	rand.Read(b)
-	tbl := optimistic.Table{Schema: "concurkit_examples", Name: "cancelled_" + hex.EncodeToString(b), Key: "id", Version: "version"}
-	name := tbl.Schema + "." + tbl.Name
-	for _, stmt := range []string{
-		"CREATE DATABASE IF NOT EXISTS concurkit_examples",
-		"CREATE TABLE " + name + " (id BIGINT PRIMARY KEY, stock INT NOT NULL, version BIGINT NOT NULL) ENGINE=InnoDB",
-	} {
-		if _, err := db.ExecContext(ctx, stmt); err != nil {
-			fmt.Println(err)
-			return
+
+	accounts := optimistic.Table{Name: "accounts"} // key "id", version "version"
+	errInsufficient := errors.New("insufficient funds")
+	transfer := func(ctx context.Context, from, to, amount int64) error {
+		// The rows in key order: concurrent transfers in opposite
+		// directions then queue on the first row instead of deadlocking.
+		legs := []struct{ id, delta int64 }{{from, -amount}, {to, amount}}
+		if to < from {
+			legs[0], legs[1] = legs[1], legs[0]
 		}
+		return pessimistic.InTx(ctx, conn, nil, func(ctx context.Context, tx pgx.Tx) error {
+			for _, leg := range legs {
+				var balance, version int64
+				err := tx.QueryRow(ctx, "SELECT balance, version FROM accounts WHERE id = $1", leg.id).Scan(&balance, &version)
+				if err != nil {
+					return err
+				}
+				if balance+leg.delta < 0 {
+					return errInsufficient // not retryable: InTx rolls back and returns it
+				}
+				// optimistic.ErrConflict is retryable: InTx rolls back and
+				// runs the whole transfer again.
+				_, err = optimisticpg.Update(ctx, tx, accounts, leg.id, version, map[string]any{"balance": balance + leg.delta})
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		})
 	}
-	defer db.ExecContext(ctx, "DROP TABLE "+name)
-	if _, err := db.ExecContext(ctx, "INSERT INTO "+name+" VALUES (1, 10, 1)"); err != nil {
-		fmt.Println(err)
-		return
-	}
-
-	// Another transaction holds the row.
-	holder, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	if _, err := holder.ExecContext(ctx, "SELECT 1 FROM "+name+" WHERE id = 1 FOR UPDATE"); err != nil {
-		fmt.Println(err)
-		return
-	}
-
-	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-	defer cancel()
-	_, err = optimistic.UpdateMySQL(short, db, tbl, 1, 1, map[string]any{"stock": 9})
-	var amb *optimistic.AmbiguousCommitError
-	fmt.Println("deadline:", errors.Is(err, context.DeadlineExceeded), "outcome unknown:", errors.As(err, &amb))
-
-	// The holder lets go: the abandoned CAS does not run after all.
-	holder.Commit()
-	var stock, version int
-	db.QueryRowContext(ctx, "SELECT stock, version FROM "+name+" WHERE id = 1").Scan(&stock, &version)
-	fmt.Println(stock, version)
+	fmt.Println(transfer(ctx, 1, 2, 30))
+	fmt.Println(transfer(ctx, 1, 2, 80))
+	var a, b int64
+	conn.QueryRow(ctx, "SELECT (SELECT balance FROM accounts WHERE id = 1), (SELECT balance FROM accounts WHERE id = 2)").Scan(&a, &b)
+	fmt.Println(a, b)
 	// Output:
-	// deadline: true outcome unknown: false
-	// 10 1
+	// <nil>
+	// insufficient funds
+	// 70 30
 }

@@ -5,152 +5,92 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"maps"
-	"math"
-	"slices"
 
-	"github.com/concurkit/concurkit/internal/handle"
-	"github.com/concurkit/concurkit/internal/sqlerr"
+	"github.com/concurkit/concurkit"
 	"github.com/concurkit/concurkit/retry"
 )
 
-// retryableError is a sentinel that retry.IsRetryable accepts.
-type retryableError string
-
-func (e retryableError) Error() string { return string(e) }
-func (retryableError) Retryable() bool { return true }
-
-// notFoundError matches both ErrNotFound and sql.ErrNoRows.
-type notFoundError struct{}
-
-func (notFoundError) Error() string { return "optimistic: row not found" }
-func (notFoundError) Unwrap() error { return sql.ErrNoRows }
-
-var (
-	// ErrConflict is returned by the Update helpers when the row exists but
-	// its version is no longer the expected one: another writer got there
-	// first. It is retryable (retry.IsRetryable reports true), so Do runs
-	// the caller's read-modify-write again.
-	ErrConflict error = retryableError("optimistic: version conflict")
-
-	// ErrNotFound is returned by the Update helpers when no row or item has
-	// the key. errors.Is(err, sql.ErrNoRows) is also true for it. It is not
-	// retryable.
-	ErrNotFound error = notFoundError{}
-
-	// ErrInvalidArgument is wrapped by every error about a bad argument: a
-	// nil handle (typed nil pointers included), an invalid Table, a version
-	// that is not positive or cannot be incremented, a column that cannot
-	// be set. Such errors are returned before any I/O.
-	ErrInvalidArgument = errors.New("optimistic: invalid argument")
-
-	// ErrVersionOverflow is returned, before any I/O, by every Update
-	// helper when expectedVersion is math.MaxInt64: the next version does
-	// not fit an int64 (a BIGINT column or a DynamoDB number read back as
-	// int64). It wraps ErrInvalidArgument. PostgreSQL and MariaDB would
-	// reject the increment with an out-of-range error and Go arithmetic
-	// would wrap to a negative version, so all three adapters refuse it
-	// the same way; the row or item is left unchanged.
-	ErrVersionOverflow = fmt.Errorf("%w: version overflow: expected version is math.MaxInt64", ErrInvalidArgument)
+// Defaults of Table's column fields: the zero value of a field means these.
+const (
+	DefaultKeyColumn     = "id"
+	DefaultVersionColumn = "version"
 )
 
-// AmbiguousCommitError reports that an update was sent but its outcome is
-// unknown (see UpdateMySQL): the row may or may not have been updated, so
-// re-read it before deciding what to do. It is the module's single "outcome
-// unknown" type, shared with the fenced and upsert packages; its Err
-// matches context.Canceled or context.DeadlineExceeded when ctx ended the
-// call. It is not retryable.
-type AmbiguousCommitError = sqlerr.AmbiguousCommitError
+// conflictError is ErrConflict's type: retry.IsRetryable accepts it.
+type conflictError struct{}
 
-// Table describes where versioned rows live. Names are validated and quoted
-// for the target dialect (internal/ident rules: non-empty, at most 63 bytes
-// for PostgreSQL and 64 for MySQL, valid UTF-8, no NUL; DynamoDB table names
-// follow AWS's rules); an invalid name makes every call fail with
-// ErrInvalidArgument.
+// Error returns the message.
+func (conflictError) Error() string { return "optimistic: version conflict" }
+
+// Retryable reports true: Do and the transaction helpers retry a conflict.
+func (conflictError) Retryable() bool { return true }
+
+// ErrorType is the name observe.ErrorType reports.
+func (conflictError) ErrorType() string { return "conflict" }
+
+// notFoundError is ErrNotFound's type.
+type notFoundError struct{}
+
+// Error returns the message.
+func (notFoundError) Error() string { return "optimistic: row not found" }
+
+// Is makes errors.Is(ErrNotFound, target) true for sql.ErrNoRows and for
+// every error that wraps it, pgx.ErrNoRows included, without importing a
+// driver.
+func (notFoundError) Is(target error) bool { return errors.Is(target, sql.ErrNoRows) }
+
+// ErrorType is the name observe.ErrorType reports.
+func (notFoundError) ErrorType() string { return "not_found" }
+
+var (
+	// ErrConflict is returned by the adapters' Update when the row exists
+	// but its version is no longer the expected one: another writer got
+	// there first. It is retryable (retry.IsRetryable reports true), so Do,
+	// DoValue and the pessimistic transaction helpers run the caller's
+	// read-modify-write again. The adapters report every ErrConflict to
+	// observe.Hooks.Conflict of the call's context.
+	ErrConflict error = conflictError{}
+
+	// ErrNotFound is returned by the adapters' Update when no row or item
+	// has the key. errors.Is(err, sql.ErrNoRows) and
+	// errors.Is(err, pgx.ErrNoRows) are also true for it, so code written
+	// against either driver's "no rows" keeps working. It is not retryable.
+	ErrNotFound error = notFoundError{}
+
+	// ErrVersionOverflow is returned, before any I/O, by every adapter's
+	// Update when expectedVersion is math.MaxInt64: the next version does
+	// not fit an int64 (a BIGINT column or a DynamoDB number read back as
+	// int64). It matches concurkit.ErrInvalidArgument. PostgreSQL and
+	// MariaDB would reject the increment with an out-of-range error and Go
+	// arithmetic would wrap to a negative version, so all three adapters
+	// refuse it the same way; the row or item is left unchanged.
+	ErrVersionOverflow = concurkit.InvalidArgumentError("optimistic: version overflow: expected version is math.MaxInt64")
+)
+
+// Table describes where versioned rows live. A zero field means its
+// default. Names are validated and quoted by each adapter for its dialect
+// (non-empty, at most 63 bytes for PostgreSQL and 64 for MySQL, valid
+// UTF-8, no NUL; DynamoDB table names follow AWS's rules); an invalid name
+// makes every call fail with an error matching concurkit.ErrInvalidArgument,
+// before any I/O.
+//
+// A Table is a plain value: the adapters cache the statement they build
+// for each (Table, set columns) pair, so reusing one Table value for many
+// calls costs nothing extra.
 type Table struct {
 	// Schema optionally qualifies Name (PostgreSQL schema, MySQL database).
 	// Empty means unqualified (search_path / the connection's database).
 	// Ignored by DynamoDB.
 	Schema string
-	// Name is the table name.
+	// Name is the table name (required).
 	Name string
-	// Key is the unique key column (DynamoDB: the partition key attribute;
-	// tables with a sort key are not supported).
-	Key string
-	// Version is the version column (attribute): a NOT NULL integer.
-	Version string
-}
-
-// validate checks the parts that are not dialect specific and the set
-// columns, and returns the set column names in sorted order so that
-// statements are deterministic (and cache well as prepared statements).
-func (t Table) validate(db any, version int64, set map[string]any) ([]string, error) {
-	if handle.IsNil(db) {
-		return nil, fmt.Errorf("%w: nil database handle", ErrInvalidArgument)
-	}
-	if version <= 0 {
-		return nil, fmt.Errorf("%w: expected version %d is not positive", ErrInvalidArgument, version)
-	}
-	if version == math.MaxInt64 {
-		// Checked here, in the one place every adapter shares: DynamoDB's
-		// next version is computed in Go and would wrap to MinInt64.
-		return nil, ErrVersionOverflow
-	}
-	if t.Key == t.Version {
-		return nil, fmt.Errorf("%w: key and version are the same column %q", ErrInvalidArgument, t.Key)
-	}
-	cols := slices.Sorted(maps.Keys(set))
-	for _, c := range cols {
-		if c == t.Key || c == t.Version {
-			return nil, fmt.Errorf("%w: column %q in set: the key and the version cannot be assigned", ErrInvalidArgument, c)
-		}
-	}
-	return cols, nil
-}
-
-// quoted holds a Table's identifiers and the set columns quoted for one
-// SQL dialect.
-type quoted struct {
-	table, key, version string
-	cols                []string
-}
-
-func (t Table) quote(q func(parts ...string) (string, error), cols []string) (quoted, error) {
-	var out quoted
-	var err error
-	name := []string{t.Name}
-	if t.Schema != "" {
-		name = []string{t.Schema, t.Name}
-	}
-	if out.table, err = q(name...); err != nil {
-		return out, fmt.Errorf("%w: table: %w", ErrInvalidArgument, err)
-	}
-	if out.key, err = q(t.Key); err != nil {
-		return out, fmt.Errorf("%w: key column: %w", ErrInvalidArgument, err)
-	}
-	if out.version, err = q(t.Version); err != nil {
-		return out, fmt.Errorf("%w: version column: %w", ErrInvalidArgument, err)
-	}
-	out.cols = make([]string, len(cols))
-	for i, c := range cols {
-		if out.cols[i], err = q(c); err != nil {
-			return out, fmt.Errorf("%w: set column: %w", ErrInvalidArgument, err)
-		}
-	}
-	return out, nil
-}
-
-// outcome turns what a CAS statement observed into the result every adapter
-// returns: the new version, ErrConflict or ErrNotFound.
-func outcome(updated, exists bool, newVersion int64) (int64, error) {
-	switch {
-	case updated:
-		return newVersion, nil
-	case exists:
-		return 0, ErrConflict
-	default:
-		return 0, ErrNotFound
-	}
+	// KeyColumn is the unique key column; empty means DefaultKeyColumn
+	// ("id"). DynamoDB: the partition key attribute (tables with a sort key
+	// are not supported).
+	KeyColumn string
+	// VersionColumn is the version column (attribute), a NOT NULL integer;
+	// empty means DefaultVersionColumn ("version").
+	VersionColumn string
 }
 
 // Do runs fn, the caller's read-modify-write, until it succeeds or fails
@@ -161,12 +101,21 @@ func outcome(updated, exists bool, newVersion int64) (int64, error) {
 // p.Retryable replaces that classifier entirely.
 //
 // fn must read the current state (and version) afresh on every call. Do
-// returns nil on success, fn's error when it is not retryable,
-// *retry.ExhaustedError (which matches retry.ErrExhausted and unwraps to the
-// last error, e.g. ErrConflict) when the attempts run out, and an error
-// matching ctx.Err() as well as the last error when ctx ends between
-// attempts.
+// returns nil on success; an error matching concurkit.ErrInvalidArgument
+// for a nil fn; retry.Do's error for an invalid policy (fn is not called
+// in either case); fn's error when it
+// is not retryable; *retry.ExhaustedError (which matches retry.ErrExhausted
+// and unwraps to the last error, e.g. ErrConflict) when the attempts run
+// out; and an error matching ctx.Err() as well as the last error when ctx
+// ends between attempts.
+//
+// Do is for one row. Work that must change several rows together runs
+// inside one transaction whose helper retries the whole transaction on
+// ErrConflict (see the package documentation).
 func Do(ctx context.Context, p retry.Policy, fn func(ctx context.Context) error) error {
+	if fn == nil {
+		return fmt.Errorf("%w: optimistic: nil function", concurkit.ErrInvalidArgument)
+	}
 	return retry.Do(ctx, p, fn)
 }
 
@@ -176,7 +125,7 @@ func Do(ctx context.Context, p retry.Policy, fn func(ctx context.Context) error)
 func DoValue[T any](ctx context.Context, p retry.Policy, fn func(ctx context.Context) (T, error)) (T, error) {
 	var out T
 	if fn == nil {
-		return out, fmt.Errorf("%w: nil function", ErrInvalidArgument)
+		return out, fmt.Errorf("%w: optimistic: nil function", concurkit.ErrInvalidArgument)
 	}
 	err := retry.Do(ctx, p, func(ctx context.Context) error {
 		v, err := fn(ctx)
@@ -190,14 +139,4 @@ func DoValue[T any](ctx context.Context, p retry.Policy, fn func(ctx context.Con
 		return zero, err
 	}
 	return out, nil
-}
-
-// driverError wraps an error from the database for operation op, joining
-// ctx.Err() when the context ended the call but the driver did not say so,
-// so that errors.Is(err, context.Canceled) holds whenever ctx was cancelled.
-func driverError(ctx context.Context, op string, err error) error {
-	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
-		err = errors.Join(err, cerr)
-	}
-	return fmt.Errorf("optimistic: %s: %w", op, err)
 }

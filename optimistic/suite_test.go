@@ -4,7 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -12,7 +16,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/concurkit/concurkit"
+	"github.com/concurkit/concurkit/observe"
 	"github.com/concurkit/concurkit/optimistic"
+	"github.com/concurkit/concurkit/optimistic/optimisticdynamo"
+	"github.com/concurkit/concurkit/optimistic/optimisticmysql"
+	"github.com/concurkit/concurkit/optimistic/optimisticpg"
 	"github.com/concurkit/concurkit/retry"
 	"github.com/concurkit/concurkit/testkit"
 )
@@ -21,6 +30,7 @@ import (
 // inventory (col stock) or counters (col value). The same tests run
 // against every store.
 type store struct {
+	pkg string // the adapter, as hook events name it
 	tbl optimistic.Table
 	col string
 	// updateIn calls the adapter's Update helper on this store's handle.
@@ -91,13 +101,13 @@ func openPostgres(t testing.TB, table, col string) *store {
 }
 
 func pgStore(pool *pgxpool.Pool, table, col string) *store {
-	tbl := optimistic.Table{Name: table, Key: "id", Version: "version"}
-	var mk func(db optimistic.DBTX) *store
-	mk = func(db optimistic.DBTX) *store {
+	tbl := optimistic.Table{Name: table, KeyColumn: "id", VersionColumn: "version"}
+	var mk func(db optimisticpg.DBTX) *store
+	mk = func(db optimisticpg.DBTX) *store {
 		return &store{
-			tbl: tbl, col: col,
+			pkg: "optimisticpg", tbl: tbl, col: col,
 			updateIn: func(ctx context.Context, tbl optimistic.Table, key any, v int64, set map[string]any) (int64, error) {
-				return optimistic.UpdatePostgres(ctx, db, tbl, key, v, set)
+				return optimisticpg.Update(ctx, db, tbl, key, v, set)
 			},
 			read: func(ctx context.Context, id int64) (val, ver int64, err error) {
 				err = db.QueryRow(ctx, "SELECT "+col+", version FROM "+table+" WHERE id = $1", id).Scan(&val, &ver)
@@ -147,13 +157,13 @@ func openMySQL(t testing.TB, table, col string) *store {
 }
 
 func myStore(pool *sql.DB, table, col string) *store {
-	tbl := optimistic.Table{Name: table, Key: "id", Version: "version"}
-	var mk func(db optimistic.SQLDB) *store
-	mk = func(db optimistic.SQLDB) *store {
+	tbl := optimistic.Table{Name: table, KeyColumn: "id", VersionColumn: "version"}
+	var mk func(db optimisticmysql.DBTX) *store
+	mk = func(db optimisticmysql.DBTX) *store {
 		return &store{
-			tbl: tbl, col: col,
+			pkg: "optimisticmysql", tbl: tbl, col: col,
 			updateIn: func(ctx context.Context, tbl optimistic.Table, key any, v int64, set map[string]any) (int64, error) {
-				return optimistic.UpdateMySQL(ctx, db, tbl, key, v, set)
+				return optimisticmysql.Update(ctx, db, tbl, key, v, set)
 			},
 			read: func(ctx context.Context, id int64) (val, ver int64, err error) {
 				err = db.QueryRowContext(ctx, "SELECT "+col+", version FROM "+table+" WHERE id = ?", id).Scan(&val, &ver)
@@ -199,14 +209,14 @@ func openDynamoDB(t testing.TB, table, col string) *store {
 	if err != nil { // testkit deletes the prefix's tables at cleanup
 		t.Fatal(err)
 	}
-	tbl := optimistic.Table{Name: name, Key: "id", Version: "version"}
+	tbl := optimistic.Table{Name: name, KeyColumn: "id", VersionColumn: "version"}
 	n := func(v int64) types.AttributeValue {
 		return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
 	}
 	s := &store{
-		tbl: tbl, col: col,
+		pkg: "optimisticdynamo", tbl: tbl, col: col,
 		updateIn: func(ctx context.Context, tbl optimistic.Table, key any, v int64, set map[string]any) (int64, error) {
-			return optimistic.UpdateDynamoDB(ctx, client, tbl, key, v, set)
+			return optimisticdynamo.Update(ctx, client, tbl, key, v, set)
 		},
 		read: func(ctx context.Context, id int64) (val, ver int64, err error) {
 			out, err := client.GetItem(ctx, &dynamodb.GetItemInput{
@@ -303,8 +313,66 @@ func checkUpdate(t *testing.T, s *store) {
 	}
 }
 
+// TestConflictHook: every adapter reports each ErrConflict, and only
+// conflicts, to the Conflict hook of the call's context, with its package
+// and the table name.
+func TestConflictHook(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			s := b.open(t, "inventory", "stock")
+			s.insert(t, 1, 10)
+			var mu sync.Mutex
+			var got []observe.ConflictEvent
+			ctx := observe.WithHooks(t.Context(), &observe.Hooks{Conflict: func(_ context.Context, e observe.ConflictEvent) {
+				mu.Lock()
+				got = append(got, e)
+				mu.Unlock()
+			}})
+			if _, err := s.update(ctx, int64(1), 1, map[string]any{"stock": 9}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.update(ctx, int64(404), 1, nil); !errors.Is(err, optimistic.ErrNotFound) {
+				t.Fatalf("missing key: %v; want ErrNotFound", err)
+			}
+			if _, err := s.update(ctx, int64(1), 1, map[string]any{"stock": 8}); !errors.Is(err, optimistic.ErrConflict) {
+				t.Fatalf("stale version: %v; want ErrConflict", err)
+			}
+			// Without hooks on its context a conflict reports nothing.
+			if _, err := s.update(t.Context(), int64(1), 1, nil); !errors.Is(err, optimistic.ErrConflict) {
+				t.Fatalf("stale version: %v; want ErrConflict", err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			want := []observe.ConflictEvent{{Package: s.pkg, Table: s.tbl.Name}}
+			if !slices.Equal(got, want) {
+				t.Fatalf("conflict events %+v; want %+v (success and not-found report none)", got, want)
+			}
+		})
+	}
+}
+
+// TestTableDefaults: a Table with only its Name uses the columns "id" and
+// "version" on every backend.
+func TestTableDefaults(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			s := b.open(t, "inventory", "stock")
+			s.insert(t, 1, 10)
+			s.tbl.KeyColumn, s.tbl.VersionColumn = "", ""
+			if v, err := s.update(t.Context(), int64(1), 1, map[string]any{"stock": 9}); err != nil || v != 2 {
+				t.Fatalf("update with default columns = %d, %v; want 2, nil", v, err)
+			}
+			if val, ver, err := s.read(t.Context(), 1); err != nil || val != 9 || ver != 2 {
+				t.Fatalf("after update: stock %d version %d err %v; want 9, 2", val, ver, err)
+			}
+		})
+	}
+}
+
 func TestBadInput(t *testing.T) {
-	good := optimistic.Table{Name: "inventory", Key: "id", Version: "version"}
+	good := optimistic.Table{Name: "inventory", KeyColumn: "id", VersionColumn: "version"}
 	cases := []struct {
 		name    string
 		tbl     func(optimistic.Table) optimistic.Table
@@ -314,11 +382,13 @@ func TestBadInput(t *testing.T) {
 		{"zero version", nil, 0, nil},
 		{"negative version", nil, -1, nil},
 		{"empty table", func(t optimistic.Table) optimistic.Table { t.Name = ""; return t }, 1, nil},
-		{"empty key", func(t optimistic.Table) optimistic.Table { t.Key = ""; return t }, 1, nil},
-		{"empty version column", func(t optimistic.Table) optimistic.Table { t.Version = ""; return t }, 1, nil},
-		{"key is version", func(t optimistic.Table) optimistic.Table { t.Version = t.Key; return t }, 1, nil},
+		// Empty column fields mean their defaults ("id", "version"; see
+		// TestTableDefaults), so these are the same column under a default.
+		{"key is the default version", func(t optimistic.Table) optimistic.Table { t.KeyColumn, t.VersionColumn = "version", ""; return t }, 1, nil},
+		{"version is the default key", func(t optimistic.Table) optimistic.Table { t.KeyColumn, t.VersionColumn = "", "id"; return t }, 1, nil},
+		{"key is version", func(t optimistic.Table) optimistic.Table { t.VersionColumn = t.KeyColumn; return t }, 1, nil},
 		{"NUL in table", func(t optimistic.Table) optimistic.Table { t.Name = "inv\x00entory"; return t }, 1, nil},
-		{"overlong column", func(t optimistic.Table) optimistic.Table { t.Key = string(make([]byte, 300)); return t }, 1, nil},
+		{"overlong column", func(t optimistic.Table) optimistic.Table { t.KeyColumn = string(make([]byte, 300)); return t }, 1, nil},
 		{"invalid UTF-8 column", nil, 1, map[string]any{"\xff": 1}},
 		{"empty set column", nil, 1, map[string]any{"": 1}},
 		{"set assigns version", nil, 1, map[string]any{"version": 9}},
@@ -334,7 +404,7 @@ func TestBadInput(t *testing.T) {
 					tbl = tc.tbl(tbl)
 				}
 				_, err := s.updateIn(t.Context(), tbl, int64(1), tc.version, tc.set)
-				if !errors.Is(err, optimistic.ErrInvalidArgument) {
+				if !errors.Is(err, concurkit.ErrInvalidArgument) {
 					t.Errorf("%s: err = %v; want ErrInvalidArgument", tc.name, err)
 				}
 			}
@@ -346,20 +416,20 @@ func TestBadInput(t *testing.T) {
 		var db *sql.DB
 		var ddb *dynamodb.Client
 		errs := map[string]error{}
-		_, errs["pgx nil interface"] = optimistic.UpdatePostgres(ctx, nil, good, 1, 1, nil)
-		_, errs["pgx typed nil pool"] = optimistic.UpdatePostgres(ctx, pool, good, 1, 1, nil)
-		_, errs["sql nil interface"] = optimistic.UpdateMySQL(ctx, nil, good, 1, 1, nil)
-		_, errs["sql typed nil DB"] = optimistic.UpdateMySQL(ctx, db, good, 1, 1, nil)
-		_, errs["dynamodb nil interface"] = optimistic.UpdateDynamoDB(ctx, nil, good, 1, 1, nil)
-		_, errs["dynamodb typed nil client"] = optimistic.UpdateDynamoDB(ctx, ddb, good, 1, 1, nil)
-		_, errs["DoValue nil fn"] = optimistic.DoValue[int](ctx, retry.Policy{}, nil)
+		_, errs["optimisticpg: nil db"] = optimisticpg.Update(ctx, nil, good, 1, 1, nil)
+		_, errs["optimisticpg: nil db (typed nil pool)"] = optimisticpg.Update(ctx, pool, good, 1, 1, nil)
+		_, errs["optimisticmysql: nil db"] = optimisticmysql.Update(ctx, nil, good, 1, 1, nil)
+		_, errs["optimisticmysql: nil db (typed nil DB)"] = optimisticmysql.Update(ctx, db, good, 1, 1, nil)
+		_, errs["optimisticdynamo: nil client"] = optimisticdynamo.Update(ctx, nil, good, 1, 1, nil)
+		_, errs["optimisticdynamo: nil client (typed nil)"] = optimisticdynamo.Update(ctx, ddb, good, 1, 1, nil)
+		_, errs["optimistic: nil function (DoValue)"] = optimistic.DoValue[int](ctx, retry.Policy{}, nil)
+		errs["optimistic: nil function (Do)"] = optimistic.Do(ctx, retry.Policy{}, nil)
 		for name, err := range errs {
-			if !errors.Is(err, optimistic.ErrInvalidArgument) {
-				t.Errorf("%s: %v; want ErrInvalidArgument", name, err)
+			// The message says which package and what: "<pkg>: nil <what>".
+			want, _, _ := strings.Cut(name, " (")
+			if !errors.Is(err, concurkit.ErrInvalidArgument) || !strings.Contains(fmt.Sprint(err), want) {
+				t.Errorf("%s: %v; want ErrInvalidArgument saying %q", name, err, want)
 			}
-		}
-		if err := optimistic.Do(ctx, retry.Policy{}, nil); err == nil {
-			t.Error("Do(nil fn) = nil; want an error")
 		}
 	})
 }

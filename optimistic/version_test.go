@@ -5,6 +5,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/concurkit/concurkit"
 	"github.com/concurkit/concurkit/optimistic"
 )
 
@@ -24,7 +25,7 @@ func TestVersionLimits(t *testing.T) {
 
 			s.setVersion(t, 1, math.MaxInt64)
 			v, err := s.update(ctx, int64(1), math.MaxInt64, map[string]any{"stock": 9})
-			if !errors.Is(err, optimistic.ErrVersionOverflow) || !errors.Is(err, optimistic.ErrInvalidArgument) || v != 0 {
+			if !errors.Is(err, optimistic.ErrVersionOverflow) || !errors.Is(err, concurkit.ErrInvalidArgument) || v != 0 {
 				t.Fatalf("update at math.MaxInt64 = %d, %v; want ErrVersionOverflow (an ErrInvalidArgument)", v, err)
 			}
 			if val, ver, err := s.read(ctx, 1); err != nil || val != 10 || ver != math.MaxInt64 {
@@ -34,7 +35,7 @@ func TestVersionLimits(t *testing.T) {
 				t.Fatalf("update at math.MaxInt64-1 of a row at math.MaxInt64 = %v; want ErrConflict", err)
 			}
 			for _, bad := range []int64{0, -1, math.MinInt64} {
-				if _, err := s.update(ctx, int64(1), bad, nil); !errors.Is(err, optimistic.ErrInvalidArgument) || errors.Is(err, optimistic.ErrVersionOverflow) {
+				if _, err := s.update(ctx, int64(1), bad, nil); !errors.Is(err, concurkit.ErrInvalidArgument) || errors.Is(err, optimistic.ErrVersionOverflow) {
 					t.Fatalf("expected version %d: %v; want ErrInvalidArgument", bad, err)
 				}
 			}

@@ -3,12 +3,18 @@ package upsert_test
 import (
 	"database/sql"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/concurkit/concurkit"
 	"github.com/concurkit/concurkit/upsert"
+	"github.com/concurkit/concurkit/upsert/upsertdynamo"
+	"github.com/concurkit/concurkit/upsert/upsertmysql"
+	"github.com/concurkit/concurkit/upsert/upsertpg"
 )
 
 func TestBadInput(t *testing.T) {
@@ -21,11 +27,13 @@ func TestBadInput(t *testing.T) {
 		returning []string
 		dest      []any
 	}{
-		{"empty table", upsert.Table{Key: "id"}, good, nil, nil},
-		{"empty key", upsert.Table{Name: "profiles"}, good, nil, nil},
+		{"empty table", upsert.Table{KeyColumn: "id"}, good, nil, nil},
+		// An empty KeyColumn means "id" (see TestDefaultKeyColumn): a row
+		// without it is bad input.
+		{"row without the default key", upsert.Table{Name: "profiles"}, map[string]any{"name": "ada"}, nil, nil},
 		{"row without key", tbl, map[string]any{"name": "ada"}, nil, nil},
 		{"nil row", tbl, nil, nil, nil},
-		{"NUL in table", upsert.Table{Name: "pro\x00files", Key: "id"}, good, nil, nil},
+		{"NUL in table", upsert.Table{Name: "pro\x00files", KeyColumn: "id"}, good, nil, nil},
 		{"invalid UTF-8 column", tbl, map[string]any{"id": 1, "\xff": 1}, nil, nil},
 		{"empty column", tbl, map[string]any{"id": 1, "": 1}, nil, nil},
 		{"overlong column", tbl, map[string]any{"id": 1, string(make([]byte, 300)): 1}, nil, nil},
@@ -45,19 +53,19 @@ func TestBadInput(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := t.Context()
 			errs := map[string]error{}
-			_, errs["UpsertPostgres"] = upsert.UpsertPostgres(ctx, pool, tc.tbl, tc.row, tc.returning, tc.dest...)
-			_, errs["InsertOrGetPostgres"] = upsert.InsertOrGetPostgres(ctx, pool, tc.tbl, tc.row, tc.returning, tc.dest...)
-			_, errs["UpsertMySQL"] = upsert.UpsertMySQL(ctx, db, tc.tbl, tc.row, tc.returning, tc.dest...)
-			_, errs["InsertOrGetMySQL"] = upsert.InsertOrGetMySQL(ctx, db, tc.tbl, tc.row, tc.returning, tc.dest...)
+			_, errs["UpsertPostgres"] = upsertpg.Upsert(ctx, pool, tc.tbl, tc.row, tc.returning, tc.dest...)
+			_, errs["InsertOrGetPostgres"] = upsertpg.InsertOrGet(ctx, pool, tc.tbl, tc.row, tc.returning, tc.dest...)
+			_, errs["UpsertMySQL"] = upsertmysql.Upsert(ctx, db, tc.tbl, tc.row, tc.returning, tc.dest...)
+			_, errs["InsertOrGetMySQL"] = upsertmysql.InsertOrGet(ctx, db, tc.tbl, tc.row, tc.returning, tc.dest...)
 			if tc.returning == nil { // Insert and DynamoDB take no returning columns
-				_, errs["InsertPostgres"] = upsert.InsertPostgres(ctx, pool, tc.tbl, tc.row)
-				_, errs["InsertMySQL"] = upsert.InsertMySQL(ctx, db, tc.tbl, tc.row)
-				_, errs["InsertDynamoDB"] = upsert.InsertDynamoDB(ctx, ddb, tc.tbl, tc.row)
-				_, _, errs["UpsertDynamoDB"] = upsert.UpsertDynamoDB(ctx, ddb, tc.tbl, tc.row)
-				_, _, errs["InsertOrGetDynamoDB"] = upsert.InsertOrGetDynamoDB(ctx, ddb, tc.tbl, tc.row)
+				_, errs["InsertPostgres"] = upsertpg.Insert(ctx, pool, tc.tbl, tc.row)
+				_, errs["InsertMySQL"] = upsertmysql.Insert(ctx, db, tc.tbl, tc.row)
+				_, errs["InsertDynamoDB"] = upsertdynamo.Insert(ctx, ddb, tc.tbl, tc.row)
+				_, _, errs["UpsertDynamoDB"] = upsertdynamo.Upsert(ctx, ddb, tc.tbl, tc.row)
+				_, _, errs["InsertOrGetDynamoDB"] = upsertdynamo.InsertOrGet(ctx, ddb, tc.tbl, tc.row)
 			}
 			for fn, err := range errs {
-				if !errors.Is(err, upsert.ErrInvalidArgument) {
+				if !errors.Is(err, concurkit.ErrInvalidArgument) {
 					t.Errorf("%s: %v; want ErrInvalidArgument", fn, err)
 				}
 			}
@@ -76,50 +84,51 @@ func TestBadInput(t *testing.T) {
 			nilDDB  *dynamodb.Client
 		)
 		var name string
-		pg := func(h upsert.DBTX) map[string]func() error {
+		pg := func(h upsertpg.DBTX) map[string]func() error {
 			return map[string]func() error{
-				"InsertPostgres":      func() error { _, err := upsert.InsertPostgres(ctx, h, tbl, good); return err },
-				"UpsertPostgres":      func() error { _, err := upsert.UpsertPostgres(ctx, h, tbl, good, []string{"name"}, &name); return err },
-				"InsertOrGetPostgres": func() error { _, err := upsert.InsertOrGetPostgres(ctx, h, tbl, good, nil); return err },
+				"upsertpg.Insert":      func() error { _, err := upsertpg.Insert(ctx, h, tbl, good); return err },
+				"upsertpg.Upsert":      func() error { _, err := upsertpg.Upsert(ctx, h, tbl, good, []string{"name"}, &name); return err },
+				"upsertpg.InsertOrGet": func() error { _, err := upsertpg.InsertOrGet(ctx, h, tbl, good, nil); return err },
 			}
 		}
-		my := func(h upsert.SQLDB) map[string]func() error {
+		my := func(h upsertmysql.DBTX) map[string]func() error {
 			return map[string]func() error{
-				"InsertMySQL":      func() error { _, err := upsert.InsertMySQL(ctx, h, tbl, good); return err },
-				"UpsertMySQL":      func() error { _, err := upsert.UpsertMySQL(ctx, h, tbl, good, []string{"name"}, &name); return err },
-				"InsertOrGetMySQL": func() error { _, err := upsert.InsertOrGetMySQL(ctx, h, tbl, good, nil); return err },
+				"upsertmysql.Insert":      func() error { _, err := upsertmysql.Insert(ctx, h, tbl, good); return err },
+				"upsertmysql.Upsert":      func() error { _, err := upsertmysql.Upsert(ctx, h, tbl, good, []string{"name"}, &name); return err },
+				"upsertmysql.InsertOrGet": func() error { _, err := upsertmysql.InsertOrGet(ctx, h, tbl, good, nil); return err },
 			}
 		}
-		dyn := func(h upsert.DynamoDBClient) map[string]func() error {
+		dyn := func(h upsertdynamo.Client) map[string]func() error {
 			return map[string]func() error{
-				"InsertDynamoDB":      func() error { _, err := upsert.InsertDynamoDB(ctx, h, tbl, good); return err },
-				"UpsertDynamoDB":      func() error { _, _, err := upsert.UpsertDynamoDB(ctx, h, tbl, good); return err },
-				"InsertOrGetDynamoDB": func() error { _, _, err := upsert.InsertOrGetDynamoDB(ctx, h, tbl, good); return err },
+				"upsertdynamo.Insert":      func() error { _, err := upsertdynamo.Insert(ctx, h, tbl, good); return err },
+				"upsertdynamo.Upsert":      func() error { _, _, err := upsertdynamo.Upsert(ctx, h, tbl, good); return err },
+				"upsertdynamo.InsertOrGet": func() error { _, _, err := upsertdynamo.InsertOrGet(ctx, h, tbl, good); return err },
 			}
 		}
 		for _, h := range []struct {
 			name  string
 			calls map[string]func() error
+			msg   string // what the error says
 		}{
-			{"nil DBTX", pg(nil)},
-			{"typed nil *pgxpool.Pool", pg(nilPool)},
-			{"nil SQLDB", my(nil)},
-			{"typed nil *sql.DB", my(nilDB)},
-			{"typed nil *sql.Conn", my(nilConn)},
-			{"typed nil *sql.Tx", my(nilTx)},
-			{"nil DynamoDBClient", dyn(nil)},
-			{"typed nil *dynamodb.Client", dyn(nilDDB)},
+			{"nil DBTX", pg(nil), "upsertpg: nil db"},
+			{"typed nil *pgxpool.Pool", pg(nilPool), "upsertpg: nil db"},
+			{"nil DBTX", my(nil), "upsertmysql: nil db"},
+			{"typed nil *sql.DB", my(nilDB), "upsertmysql: nil db"},
+			{"typed nil *sql.Conn", my(nilConn), "upsertmysql: nil db"},
+			{"typed nil *sql.Tx", my(nilTx), "upsertmysql: nil db"},
+			{"nil Client", dyn(nil), "upsertdynamo: nil client"},
+			{"typed nil *dynamodb.Client", dyn(nilDDB), "upsertdynamo: nil client"},
 		} {
 			for fn, call := range h.calls {
-				if err := call(); !errors.Is(err, upsert.ErrInvalidArgument) {
-					t.Errorf("%s(%s): %v; want ErrInvalidArgument", fn, h.name, err)
+				if err := call(); !errors.Is(err, concurkit.ErrInvalidArgument) || !strings.Contains(fmt.Sprint(err), h.msg) {
+					t.Errorf("%s(%s): %v; want ErrInvalidArgument saying %q", fn, h.name, err, h.msg)
 				}
 			}
 		}
 	})
 	t.Run("dynamodb names", func(t *testing.T) {
-		for _, tb := range []upsert.Table{{Name: "ab", Key: "id"}, {Name: "has space", Key: "id"}} {
-			if _, err := upsert.InsertDynamoDB(t.Context(), ddb, tb, good); !errors.Is(err, upsert.ErrInvalidArgument) {
+		for _, tb := range []upsert.Table{{Name: "ab", KeyColumn: "id"}, {Name: "has space", KeyColumn: "id"}} {
+			if _, err := upsertdynamo.Insert(t.Context(), ddb, tb, good); !errors.Is(err, concurkit.ErrInvalidArgument) {
 				t.Errorf("table %q: %v; want ErrInvalidArgument", tb.Name, err)
 			}
 		}

@@ -2,8 +2,18 @@
 // created the row or found it already there — the building block of
 // idempotent writes (idempotency keys, inbox dedup, get-or-create).
 //
-// Three operations, each for PostgreSQL (pgx v5), MySQL/MariaDB
-// (database/sql) and DynamoDB:
+// # Layout: one core, one adapter per driver family
+//
+// This package is the driver-neutral core: Table, ErrContended and
+// MaxReadAttempts; it imports only the standard library. The operations
+// live in one thin adapter per driver family, with the same names, so a
+// program compiles only the driver it uses: upsertpg (pgx v5), upsertmysql
+// (database/sql + go-sql-driver/mysql) and upsertdynamo (aws-sdk-go-v2).
+// Every concurkit concept follows this convention (see package optimistic).
+// Bad input is an error matching concurkit.ErrInvalidArgument, returned
+// before any I/O.
+//
+// Three operations, each in every adapter:
 //
 //   - Insert: insert the row unless its key exists; created reports which.
 //     The existing row is left untouched.
@@ -23,7 +33,7 @@
 //     a CTE inserts with DO NOTHING RETURNING, and UNION ALL reads the
 //     existing row when the CTE returned nothing. Under READ COMMITTED the
 //     statement's snapshot can predate the commit of the row it conflicted
-//     with, so the read finds nothing; InsertOrGetPostgres then runs the
+//     with, so the read finds nothing; upsertpg.InsertOrGet then runs the
 //     statement again (a fresh snapshot sees the row), up to a bound. In a
 //     REPEATABLE READ or SERIALIZABLE transaction PostgreSQL reports that
 //     case as a serialization failure (40001) instead, for the caller's
@@ -50,7 +60,8 @@
 // on the server (KILL QUERY from another pooled connection) before the
 // call returns, so it does not happen later behind the caller's back;
 // where that cannot be confirmed (a *sql.Conn, an unreachable server) the
-// error is *AmbiguousCommitError, which still matches context.Canceled.
+// error is a *concurkit.AmbiguousCommitError, which still matches
+// context.Canceled.
 //
 // The key column must be the table's primary key or a unique key, and no
 // other unique key may conflict: MySQL's ON DUPLICATE KEY fires for any

@@ -17,6 +17,9 @@ import (
 
 	"github.com/concurkit/concurkit/testkit"
 	"github.com/concurkit/concurkit/upsert"
+	"github.com/concurkit/concurkit/upsert/upsertdynamo"
+	"github.com/concurkit/concurkit/upsert/upsertmysql"
+	"github.com/concurkit/concurkit/upsert/upsertpg"
 )
 
 type profile struct {
@@ -36,7 +39,7 @@ func (p *profile) dest() []any { return []any{&p.ID, &p.Name, &p.Visits} }
 // store is one adapter bound to the profiles table; the same tests run on
 // every store.
 type store struct {
-	tbl         upsert.Table
+	tbl         *upsert.Table // the table the calls use (tests may change it)
 	insert      func(ctx context.Context, p profile) (bool, error)
 	upsert      func(ctx context.Context, p profile) (profile, bool, error)
 	insertOrGet func(ctx context.Context, p profile) (profile, bool, error)
@@ -50,7 +53,7 @@ const (
 	myDDL = `CREATE TABLE profiles (id BIGINT PRIMARY KEY, name VARCHAR(64) NOT NULL, visits BIGINT NOT NULL DEFAULT 0) ENGINE=InnoDB`
 )
 
-var tbl = upsert.Table{Name: "profiles", Key: "id"}
+var tbl = upsert.Table{Name: "profiles", KeyColumn: "id"}
 
 type backend struct {
 	name string
@@ -77,19 +80,20 @@ func pgPool(t testing.TB) *pgxpool.Pool {
 
 func openPostgres(t testing.TB) *store {
 	pool := pgPool(t)
-	var mk func(db upsert.DBTX) *store
-	mk = func(db upsert.DBTX) *store {
+	tb := tbl
+	var mk func(db upsertpg.DBTX) *store
+	mk = func(db upsertpg.DBTX) *store {
 		return &store{
-			tbl: tbl,
+			tbl: &tb,
 			insert: func(ctx context.Context, p profile) (bool, error) {
-				return upsert.InsertPostgres(ctx, db, tbl, p.row())
+				return upsertpg.Insert(ctx, db, tb, p.row())
 			},
 			upsert: func(ctx context.Context, p profile) (out profile, created bool, err error) {
-				created, err = upsert.UpsertPostgres(ctx, db, tbl, p.row(), returning, out.dest()...)
+				created, err = upsertpg.Upsert(ctx, db, tb, p.row(), returning, out.dest()...)
 				return
 			},
 			insertOrGet: func(ctx context.Context, p profile) (out profile, created bool, err error) {
-				created, err = upsert.InsertOrGetPostgres(ctx, db, tbl, p.row(), returning, out.dest()...)
+				created, err = upsertpg.InsertOrGet(ctx, db, tb, p.row(), returning, out.dest()...)
 				return
 			},
 			worker: func(t testing.TB) *store {
@@ -124,19 +128,20 @@ func myDB(t testing.TB, foundRows bool) *sql.DB {
 
 func openMySQL(t testing.TB, foundRows bool) *store {
 	pool := myDB(t, foundRows)
-	var mk func(db upsert.SQLDB) *store
-	mk = func(db upsert.SQLDB) *store {
+	tb := tbl
+	var mk func(db upsertmysql.DBTX) *store
+	mk = func(db upsertmysql.DBTX) *store {
 		return &store{
-			tbl: tbl,
+			tbl: &tb,
 			insert: func(ctx context.Context, p profile) (bool, error) {
-				return upsert.InsertMySQL(ctx, db, tbl, p.row())
+				return upsertmysql.Insert(ctx, db, tb, p.row())
 			},
 			upsert: func(ctx context.Context, p profile) (out profile, created bool, err error) {
-				created, err = upsert.UpsertMySQL(ctx, db, tbl, p.row(), returning, out.dest()...)
+				created, err = upsertmysql.Upsert(ctx, db, tb, p.row(), returning, out.dest()...)
 				return
 			},
 			insertOrGet: func(ctx context.Context, p profile) (out profile, created bool, err error) {
-				created, err = upsert.InsertOrGetMySQL(ctx, db, tbl, p.row(), returning, out.dest()...)
+				created, err = upsertmysql.InsertOrGet(ctx, db, tb, p.row(), returning, out.dest()...)
 				return
 			},
 			worker: func(t testing.TB) *store {
@@ -188,7 +193,7 @@ func fromItem(item map[string]types.AttributeValue) (profile, error) {
 
 func openDynamoDB(t testing.TB) *store {
 	client, prefix := testkit.DynamoDB(t)
-	dt := upsert.Table{Name: prefix + "profiles", Key: "id"}
+	dt := upsert.Table{Name: prefix + "profiles", KeyColumn: "id"}
 	createDynamoTable(t, client, dt.Name)
 	conv := func(item map[string]types.AttributeValue, created bool, err error) (profile, bool, error) {
 		if err != nil {
@@ -198,19 +203,39 @@ func openDynamoDB(t testing.TB) *store {
 		return p, created, err
 	}
 	s := &store{
-		tbl: dt,
+		tbl: &dt,
 		insert: func(ctx context.Context, p profile) (bool, error) {
-			return upsert.InsertDynamoDB(ctx, client, dt, p.row())
+			return upsertdynamo.Insert(ctx, client, dt, p.row())
 		},
 		upsert: func(ctx context.Context, p profile) (profile, bool, error) {
-			return conv(upsert.UpsertDynamoDB(ctx, client, dt, p.row()))
+			return conv(upsertdynamo.Upsert(ctx, client, dt, p.row()))
 		},
 		insertOrGet: func(ctx context.Context, p profile) (profile, bool, error) {
-			return conv(upsert.InsertOrGetDynamoDB(ctx, client, dt, p.row()))
+			return conv(upsertdynamo.InsertOrGet(ctx, client, dt, p.row()))
 		},
 	}
 	s.worker = func(testing.TB) *store { return s }
 	return s
+}
+
+// TestDefaultKeyColumn: a Table without KeyColumn uses "id" on every
+// backend.
+func TestDefaultKeyColumn(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			s := b.open(t)
+			s.tbl.KeyColumn = ""
+			first := profile{1, "ada", 1}
+			if created, err := s.insert(t.Context(), first); err != nil || !created {
+				t.Fatalf("insert with the default key column: created=%v err=%v; want true", created, err)
+			}
+			got, created, err := s.insertOrGet(t.Context(), profile{1, "bob", 2})
+			if err != nil || created || got != first {
+				t.Fatalf("insertOrGet = %+v created=%v err=%v; want %+v, false", got, created, err, first)
+			}
+		})
+	}
 }
 
 func TestInsert(t *testing.T) {

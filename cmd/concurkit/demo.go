@@ -22,7 +22,7 @@ import (
 var errSoldOut = errors.New("sold out")
 
 // demoTable is the example inventory table of migrations.UpExamples.
-var demoTable = optimistic.Table{Name: "inventory", Key: "id", Version: "version"}
+var demoTable = optimistic.Table{Name: "inventory", KeyColumn: "id", VersionColumn: "version"}
 
 // outcome counts what the buyers of one run saw.
 type outcome struct {

@@ -13,6 +13,8 @@ import (
 	"github.com/concurkit/concurkit/internal/ident"
 	"github.com/concurkit/concurkit/migrations"
 	"github.com/concurkit/concurkit/optimistic"
+	"github.com/concurkit/concurkit/optimistic/optimisticmysql"
+	"github.com/concurkit/concurkit/optimistic/optimisticpg"
 	"github.com/concurkit/concurkit/pessimistic"
 	"github.com/concurkit/concurkit/retry"
 )
@@ -152,7 +154,7 @@ func postgresStrategies(pool *pgxpool.Pool) []strategy {
 				if n == 0 {
 					return errSoldOut
 				}
-				_, err := optimistic.UpdatePostgres(ctx, pool, demoTable, 1, version, map[string]any{"stock": n - 1})
+				_, err := optimisticpg.Update(ctx, pool, demoTable, 1, version, map[string]any{"stock": n - 1})
 				return err
 			})
 		}},
@@ -195,7 +197,7 @@ func mysqlStrategies(db *sql.DB) []strategy {
 				if n == 0 {
 					return errSoldOut
 				}
-				_, err := optimistic.UpdateMySQL(ctx, db, demoTable, 1, version, map[string]any{"stock": n - 1})
+				_, err := optimisticmysql.Update(ctx, db, demoTable, 1, version, map[string]any{"stock": n - 1})
 				return err
 			})
 		}},

@@ -16,5 +16,8 @@
 // embedded backticks doubled. Parts are joined with a dot, so
 // Postgres("app", "jobs") is "app"."jobs".
 //
-// The package is internal: optimistic, upsert and pessimistic use it.
+// The package imports only the standard library, so that every adapter
+// (PostgreSQL, MySQL, DynamoDB) can use it without linking another
+// driver. It is internal: the optimistic, upsert, pessimistic and fenced
+// adapters use it.
 package ident

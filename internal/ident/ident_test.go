@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 )
 
 func TestValidate(t *testing.T) {
@@ -139,7 +141,17 @@ func FuzzPostgres(f *testing.F) {
 	for _, s := range fuzzSeeds {
 		f.Add(s, "col")
 	}
-	f.Fuzz(func(t *testing.T, a, b string) { fuzzQuote(t, Postgres, '"', a, b) })
+	f.Fuzz(func(t *testing.T, a, b string) {
+		fuzzQuote(t, Postgres, '"', a, b)
+		// Postgres quotes without linking pgx; its output must stay pgx's.
+		for _, parts := range [][]string{{a}, {a, b}} {
+			if out, err := Postgres(parts...); err == nil {
+				if want := pgx.Identifier(parts).Sanitize(); out != want {
+					t.Fatalf("%q quoted as %s; pgx quotes it as %s", parts, out, want)
+				}
+			}
+		}
+	})
 }
 
 func FuzzMySQL(f *testing.F) {
@@ -173,6 +185,26 @@ func TestDynamoDB(t *testing.T) {
 	for _, tc := range attrs {
 		if err := DynamoDBAttribute(tc.name); (err == nil) != tc.ok || (err != nil && !errors.Is(err, ErrInvalid)) {
 			t.Errorf("DynamoDBAttribute(%q) = %v, want ok=%v", tc.name, err, tc.ok)
+		}
+	}
+}
+
+func TestSkeleton(t *testing.T) {
+	for _, c := range []struct {
+		stmt, want string
+		ok         bool
+	}{
+		{`SELECT "a""b" FROM "t"`, `SELECT "" FROM ""`, true},
+		{"UPDATE `x``y` SET `c` = ?", "UPDATE `` SET `` = ?", true},
+		{`SELECT "open`, "", false},
+	} {
+		q := byte('"')
+		if strings.Contains(c.stmt, "`") {
+			q = '`'
+		}
+		got, ok := Skeleton(c.stmt, q)
+		if got != c.want || ok != c.ok {
+			t.Errorf("Skeleton(%q) = %q, %v; want %q, %v", c.stmt, got, ok, c.want, c.ok)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package upsert_test
+package upsertmysql_test
 
 import (
 	"context"
@@ -7,7 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/concurkit/concurkit/upsert"
+	"github.com/concurkit/concurkit"
+	"github.com/concurkit/concurkit/upsert/upsertmysql"
 )
 
 // Lock waits and running writes of the test's own database (testkit gives
@@ -61,19 +62,19 @@ func TestCancelQueuedWriteMariaDB(t *testing.T) {
 		write  func(ctx context.Context) error
 		want   string // the name stored afterwards; "" = no row
 	}{
-		{"InsertMySQL", 1, "INSERT INTO profiles (id, name) VALUES (1, 'holder')", false,
+		{"Insert", 1, "INSERT INTO profiles (id, name) VALUES (1, 'holder')", false,
 			func(ctx context.Context) error {
-				_, err := upsert.InsertMySQL(ctx, db, tbl, profile{ID: 1, Name: "new"}.row())
+				_, err := upsertmysql.Insert(ctx, db, tbl, profile{ID: 1, Name: "new"}.row())
 				return err
 			}, ""},
-		{"InsertOrGetMySQL", 1, "INSERT INTO profiles (id, name) VALUES (1, 'holder')", false,
+		{"InsertOrGet", 1, "INSERT INTO profiles (id, name) VALUES (1, 'holder')", false,
 			func(ctx context.Context) error {
-				_, err := upsert.InsertOrGetMySQL(ctx, db, tbl, profile{ID: 1, Name: "new"}.row(), returning, got.dest()...)
+				_, err := upsertmysql.InsertOrGet(ctx, db, tbl, profile{ID: 1, Name: "new"}.row(), returning, got.dest()...)
 				return err
 			}, ""},
-		{"UpsertMySQL", 2, "SELECT 1 FROM profiles WHERE id = 2 FOR UPDATE", true,
+		{"Upsert", 2, "SELECT 1 FROM profiles WHERE id = 2 FOR UPDATE", true,
 			func(ctx context.Context) error {
-				_, err := upsert.UpsertMySQL(ctx, db, tbl, profile{ID: 2, Name: "new", Visits: 9}.row(), nil)
+				_, err := upsertmysql.Upsert(ctx, db, tbl, profile{ID: 2, Name: "new", Visits: 9}.row(), nil)
 				return err
 			}, "old"},
 	} {
@@ -98,7 +99,7 @@ func TestCancelQueuedWriteMariaDB(t *testing.T) {
 			case <-time.After(10 * time.Second):
 				t.Fatal("the cancelled write did not return within 10 s")
 			}
-			var amb *upsert.AmbiguousCommitError
+			var amb *concurkit.AmbiguousCommitError
 			if !errors.Is(werr, context.Canceled) || errors.As(werr, &amb) {
 				t.Fatalf("err = %v; want context.Canceled, outcome known", werr)
 			}

@@ -1,4 +1,4 @@
-package optimistic_test
+package optimisticmysql_test
 
 import (
 	"database/sql"
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/concurkit/concurkit/optimistic"
+	"github.com/concurkit/concurkit/optimistic/optimisticmysql"
 )
 
 // barrier is a reusable rendezvous for n goroutines.
@@ -40,7 +41,7 @@ func (b *barrier) wait() {
 // and a barrier after the commits starts the next round: the interleaving
 // that loses updates happens in every round, by construction, not by luck.
 // With cas=false the write is the naive UPDATE … SET value = ?; with
-// cas=true it is optimistic.UpdateMySQL with the version read.
+// cas=true it is optimisticmysql.Update with the version read.
 func forcedInterleaving(t *testing.T, cas bool) (value, succeeded, conflicts int64) {
 	const workers, rounds = 32, 50
 	db := myDB(t)
@@ -48,7 +49,7 @@ func forcedInterleaving(t *testing.T, cas bool) (value, succeeded, conflicts int
 	if _, err := db.ExecContext(ctx, "INSERT INTO counters (id, value) VALUES (1, 0)"); err != nil {
 		t.Fatal(err)
 	}
-	tbl := optimistic.Table{Name: "counters", Key: "id", Version: "version"}
+	tbl := optimistic.Table{Name: "counters", KeyColumn: "id", VersionColumn: "version"}
 	var (
 		afterRead, afterCommit = newBarrier(workers), newBarrier(workers)
 		wg                     sync.WaitGroup
@@ -75,7 +76,7 @@ func forcedInterleaving(t *testing.T, cas bool) (value, succeeded, conflicts int
 				afterRead.wait()
 				if errs[i] == nil {
 					if cas {
-						_, err := optimistic.UpdateMySQL(ctx, tx, tbl, 1, version, map[string]any{"value": v + 1})
+						_, err := optimisticmysql.Update(ctx, tx, tbl, 1, version, map[string]any{"value": v + 1})
 						switch {
 						case err == nil:
 							ok.Add(1)
@@ -135,12 +136,12 @@ func TestForcedInterleavingWithCASMariaDB(t *testing.T) {
 	}
 }
 
-// TestUpdateMySQLKeepsLastInsertID: a CAS between an INSERT and the
+// TestUpdateKeepsLastInsertID: a CAS between an INSERT and the
 // statement that uses its LAST_INSERT_ID() must not change it, whatever the
 // CAS's outcome (success, conflict, missing row). The common pattern
 // INSERT parent; …; INSERT child (parent_id = LAST_INSERT_ID()) would
 // otherwise link the child to a marker.
-func TestUpdateMySQLKeepsLastInsertID(t *testing.T) {
+func TestUpdateKeepsLastInsertID(t *testing.T) {
 	t.Parallel()
 	db := myDB(t)
 	ctx := t.Context()
@@ -159,26 +160,26 @@ func TestUpdateMySQLKeepsLastInsertID(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	tbl := optimistic.Table{Name: "counters", Key: "id", Version: "version"}
+	tbl := optimistic.Table{Name: "counters", KeyColumn: "id", VersionColumn: "version"}
 	version := int64(1)
 	for _, step := range []struct {
 		name string
 		cas  func() error
 	}{
 		{"success", func() error {
-			v, err := optimistic.UpdateMySQL(ctx, conn, tbl, 1, version, map[string]any{"value": version})
+			v, err := optimisticmysql.Update(ctx, conn, tbl, 1, version, map[string]any{"value": version})
 			version = v
 			return err
 		}},
 		{"conflict", func() error {
-			_, err := optimistic.UpdateMySQL(ctx, conn, tbl, 1, version+5, nil)
+			_, err := optimisticmysql.Update(ctx, conn, tbl, 1, version+5, nil)
 			if errors.Is(err, optimistic.ErrConflict) {
 				return nil
 			}
 			return err
 		}},
 		{"not found", func() error {
-			_, err := optimistic.UpdateMySQL(ctx, conn, tbl, 404, 1, nil)
+			_, err := optimisticmysql.Update(ctx, conn, tbl, 404, 1, nil)
 			if errors.Is(err, optimistic.ErrNotFound) {
 				return nil
 			}

@@ -1,4 +1,4 @@
-package upsert_test
+package upsertpg_test
 
 import (
 	"context"
@@ -9,10 +9,10 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/concurkit/concurkit/internal/sqlerr"
-	"github.com/concurkit/concurkit/upsert"
+	"github.com/concurkit/concurkit/upsert/upsertpg"
 )
 
-// rawInsertOrGet is the single statement InsertOrGetPostgres runs, without
+// rawInsertOrGet is the single statement InsertOrGet runs, without
 // its retry: the negative control below shows why the retry is needed.
 const rawInsertOrGet = `WITH ins AS (
 	INSERT INTO profiles (id, name, visits) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING RETURNING id, name, visits
@@ -25,7 +25,7 @@ SELECT false, id, name, visits FROM profiles WHERE id = $1 AND NOT EXISTS (SELEC
 // a transaction inserts the key and holds it uncommitted; two callers
 // block on it inside ON CONFLICT; the holder commits. The statement's
 // snapshot predates that commit, so the bare statement returns no row at
-// all, while InsertOrGetPostgres runs it again and returns the committed
+// all, while InsertOrGet runs it again and returns the committed
 // row with created == false. Inside a REPEATABLE READ transaction the same
 // situation is a serialization failure, as documented.
 func TestInsertOrGetPostgresInvisibleConflict(t *testing.T) {
@@ -65,7 +65,7 @@ func TestInsertOrGetPostgresInvisibleConflict(t *testing.T) {
 	rrDone := make(chan error, 1)
 	go func() {
 		var p profile
-		_, err := upsert.InsertOrGetPostgres(ctx, rr, tbl, profile{1, "dan", 4}.row(), returning, p.dest()...)
+		_, err := upsertpg.InsertOrGet(ctx, rr, tbl, profile{1, "dan", 4}.row(), returning, p.dest()...)
 		rrDone <- err
 	}()
 
@@ -83,7 +83,7 @@ func TestInsertOrGetPostgresInvisibleConflict(t *testing.T) {
 	libDone := make(chan result, 1)
 	go func() {
 		var r result
-		r.created, r.err = upsert.InsertOrGetPostgres(ctx, lib, tbl, profile{1, "cyd", 3}.row(), returning, r.p.dest()...)
+		r.created, r.err = upsertpg.InsertOrGet(ctx, lib, tbl, profile{1, "cyd", 3}.row(), returning, r.p.dest()...)
 		libDone <- r
 	}()
 
@@ -114,6 +114,6 @@ func TestInsertOrGetPostgresInvisibleConflict(t *testing.T) {
 	}
 	r := <-libDone
 	if want := (profile{1, "ada", 1}); r.err != nil || r.created || r.p != want {
-		t.Fatalf("InsertOrGetPostgres = %+v created=%v err=%v; want %+v, false", r.p, r.created, r.err, want)
+		t.Fatalf("InsertOrGet = %+v created=%v err=%v; want %+v, false", r.p, r.created, r.err, want)
 	}
 }
