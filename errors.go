@@ -1,14 +1,12 @@
 package concurkit
 
-import "errors"
-
 // ErrInvalidArgument is the one sentinel for bad input across the module: a
 // nil or typed-nil handle, an empty or invalid name, a negative duration, a
 // token or version out of range. Every package returns errors that match it
 // with errors.Is, before any I/O. A package may define a more specific
 // sentinel (distlock.ErrInvalidKey, fenced.ErrInvalidToken) that matches it
 // as well.
-var ErrInvalidArgument = errors.New("concurkit: invalid argument")
+var ErrInvalidArgument error = &sentinel{"concurkit: invalid argument", "invalid_argument"}
 
 // ErrOutcomeUnknown is the one sentinel for "the request may or may not have
 // taken effect": a COMMIT whose answer was lost, a statement the context
@@ -16,7 +14,16 @@ var ErrInvalidArgument = errors.New("concurkit: invalid argument")
 // release the server did not confirm. The caller must check the data (or
 // make the work idempotent) before trying again; nothing in the module
 // retries it.
-var ErrOutcomeUnknown = errors.New("concurkit: outcome unknown")
+var ErrOutcomeUnknown error = &sentinel{"concurkit: outcome unknown", "outcome_unknown"}
+
+// sentinel is an error with a stable, low-cardinality name for metrics
+// (observe.ErrorType).
+type sentinel struct{ msg, typ string }
+
+func (e *sentinel) Error() string { return e.msg }
+
+// ErrorType returns the sentinel's metric name, e.g. "invalid_argument".
+func (e *sentinel) ErrorType() string { return e.typ }
 
 // InvalidArgumentError returns a new sentinel for a package's more specific
 // kind of bad input: its message is msg and it matches both itself and
@@ -31,6 +38,9 @@ type invalidArgument struct{ msg string }
 func (e *invalidArgument) Error() string { return e.msg }
 
 func (e *invalidArgument) Is(target error) bool { return target == ErrInvalidArgument }
+
+// ErrorType returns "invalid_argument" (see observe.ErrorType).
+func (e *invalidArgument) ErrorType() string { return "invalid_argument" }
 
 // AmbiguousCommitError reports that a write was sent to the server but its
 // outcome is unknown: the connection failed, or the caller's context ended
@@ -59,3 +69,6 @@ func (e *AmbiguousCommitError) Unwrap() error { return e.Err }
 
 // Is makes errors.Is(err, ErrOutcomeUnknown) true.
 func (e *AmbiguousCommitError) Is(target error) bool { return target == ErrOutcomeUnknown }
+
+// ErrorType returns "outcome_unknown" (see observe.ErrorType).
+func (e *AmbiguousCommitError) ErrorType() string { return "outcome_unknown" }

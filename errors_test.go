@@ -52,3 +52,21 @@ func TestAmbiguousCommitError(t *testing.T) {
 		t.Fatalf("nil cause: %q", got)
 	}
 }
+
+func TestErrorTypes(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{concurkit.ErrInvalidArgument, "invalid_argument"},
+		{fmt.Errorf("%w: empty", concurkit.ErrInvalidArgument), "invalid_argument"},
+		{concurkit.InvalidArgumentError("pkg: bad key"), "invalid_argument"},
+		{concurkit.ErrOutcomeUnknown, "outcome_unknown"},
+		{&concurkit.AmbiguousCommitError{Err: context.Canceled}, "outcome_unknown"},
+	} {
+		var typed interface{ ErrorType() string }
+		if !errors.As(tc.err, &typed) || typed.ErrorType() != tc.want {
+			t.Errorf("%v: ErrorType %v, want %q", tc.err, typed, tc.want)
+		}
+	}
+}
