@@ -16,5 +16,7 @@
 // embedded backticks doubled. Parts are joined with a dot, so
 // Postgres("app", "jobs") is "app"."jobs".
 //
-// The package is internal: optimistic, upsert and pessimistic use it.
+// The package is internal: optimistic, upsert, fenced and pessimistic use
+// it. It imports only the standard library, so that a MySQL or DynamoDB
+// adapter never links pgx through it.
 package ident

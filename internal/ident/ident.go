@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // Maximum identifier lengths in bytes.
@@ -64,9 +62,20 @@ func Postgres(parts ...string) (string, error) {
 			return "", fmt.Errorf("postgres name part %d: %w", i, err)
 		}
 	}
-	// Identical to pgx's own quoting; the NUL stripping it also does is moot
-	// after validation.
-	return pgx.Identifier(parts).Sanitize(), nil
+	// The same output as pgx.Identifier(parts).Sanitize() (the NUL
+	// stripping it also does is moot after validation), written here so
+	// that the MySQL and DynamoDB paths, which use this package too, do not
+	// link pgx.
+	var b strings.Builder
+	for i, p := range parts {
+		if i > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteByte('"')
+		b.WriteString(strings.ReplaceAll(p, `"`, `""`))
+		b.WriteByte('"')
+	}
+	return b.String(), nil
 }
 
 // MySQL validates each part for MySQL/MariaDB (non-empty, at most MaxMySQL

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 )
 
 func TestValidate(t *testing.T) {
@@ -139,7 +141,16 @@ func FuzzPostgres(f *testing.F) {
 	for _, s := range fuzzSeeds {
 		f.Add(s, "col")
 	}
-	f.Fuzz(func(t *testing.T, a, b string) { fuzzQuote(t, Postgres, '"', a, b) })
+	f.Fuzz(func(t *testing.T, a, b string) {
+		fuzzQuote(t, Postgres, '"', a, b)
+		// The package quotes as pgx does (it no longer calls pgx, so that
+		// the MySQL path does not link it).
+		for _, parts := range [][]string{{a}, {a, b}} {
+			if out, err := Postgres(parts...); err == nil && out != pgx.Identifier(parts).Sanitize() {
+				t.Fatalf("%q quoted as %q, pgx says %q", parts, out, pgx.Identifier(parts).Sanitize())
+			}
+		}
+	})
 }
 
 func FuzzMySQL(f *testing.F) {
