@@ -40,8 +40,8 @@ func BenchmarkContended(b *testing.B) {
 			var retries atomic.Int64
 			policy := retry.Policy{
 				MaxAttempts: 10_000, BaseDelay: time.Millisecond, MaxDelay: 50 * time.Millisecond,
-				OnRetry: func(int, error, time.Duration) { retries.Add(1) },
 			}
+			ctx := countRetries(b.Context(), &retries)
 			workers := make(chan *store, 8)
 			for range 8 {
 				workers <- s.worker(b)
@@ -51,7 +51,7 @@ func BenchmarkContended(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				w := <-workers
 				for pb.Next() {
-					err := optimistic.Do(b.Context(), policy, func(ctx context.Context) error {
+					err := optimistic.Do(ctx, policy, func(ctx context.Context) error {
 						v, version, err := w.read(ctx, 1)
 						if err != nil {
 							return err

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/concurkit/concurkit/optimistic"
+	"github.com/concurkit/concurkit/observe"
 	"github.com/concurkit/concurkit/retry"
 )
 
@@ -36,12 +37,12 @@ func TestOversell(t *testing.T) {
 			policy := retry.Policy{
 				MaxAttempts: 50,
 				MaxDelay:    20 * time.Millisecond,
-				OnRetry:     func(int, error, time.Duration) { conflicts.Add(1) },
 			}
+			ctx := countRetries(t.Context(), &conflicts)
 			for i, w := range workers {
 				wg.Go(func() {
 					<-start
-					errs[i] = optimistic.Do(t.Context(), policy, func(ctx context.Context) error {
+					errs[i] = optimistic.Do(ctx, policy, func(ctx context.Context) error {
 						stock, version, err := w.read(ctx, 1)
 						if err != nil {
 							return err
@@ -98,14 +99,14 @@ func TestLostUpdate(t *testing.T) {
 				MaxAttempts: 10_000,
 				BaseDelay:   50 * time.Millisecond,
 				MaxDelay:    2000 * time.Millisecond,
-				OnRetry:     func(int, error, time.Duration) { retries.Add(1) },
 			}
+			ctx := countRetries(t.Context(), &retries)
 			for i := range workers {
 				w := s.worker(t)
 				wg.Go(func() {
 					<-start
 					for range increments {
-						_, err := optimistic.DoValue(t.Context(), policy, func(ctx context.Context) (int64, error) {
+						_, err := optimistic.DoValue(ctx, policy, func(ctx context.Context) (int64, error) {
 							v, version, err := w.read(ctx, 1)
 							if err != nil {
 								return 0, err
@@ -134,4 +135,14 @@ func TestLostUpdate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// countRetries returns ctx with hooks that count the retries (not the
+// final give-up) into n.
+func countRetries(ctx context.Context, n *atomic.Int64) context.Context {
+	return observe.WithHooks(ctx, &observe.Hooks{Retry: func(_ context.Context, e observe.RetryEvent) {
+		if !e.GaveUp {
+			n.Add(1)
+		}
+	}})
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/concurkit/concurkit/optimistic"
+	"github.com/concurkit/concurkit/observe"
 	"github.com/concurkit/concurkit/retry"
 )
 
@@ -37,8 +38,8 @@ func TestDoExhaustedAndCancelled(t *testing.T) {
 			}
 
 			ctx, cancel := context.WithCancel(t.Context())
-			err = optimistic.Do(ctx, retry.Policy{MaxAttempts: 100, BaseDelay: time.Hour, MaxDelay: time.Hour,
-				OnRetry: func(int, error, time.Duration) { cancel() }}, stale)
+			ctx = observe.WithHooks(ctx, &observe.Hooks{Retry: func(context.Context, observe.RetryEvent) { cancel() }})
+			err = optimistic.Do(ctx, retry.Policy{MaxAttempts: 100, BaseDelay: time.Hour, MaxDelay: time.Hour}, stale)
 			if !errors.Is(err, context.Canceled) || !errors.Is(err, optimistic.ErrConflict) {
 				t.Fatalf("cancelled: %v; want context.Canceled joined with ErrConflict", err)
 			}

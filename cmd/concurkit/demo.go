@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/concurkit/concurkit/observe"
 	"github.com/concurkit/concurkit/optimistic"
 	"github.com/concurkit/concurkit/retry"
 )
@@ -120,10 +121,13 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 // a barrier, try to buy it.
 func race(ctx context.Context, s strategy, n int) (*outcome, int, time.Duration, error) {
 	o := new(outcome)
-	policy := retry.Policy{
-		MaxAttempts: 100, BaseDelay: time.Millisecond, MaxDelay: 50 * time.Millisecond,
-		OnRetry: func(int, error, time.Duration) { o.retries.Add(1) },
-	}
+	policy := retry.Policy{MaxAttempts: 100, BaseDelay: time.Millisecond, MaxDelay: 50 * time.Millisecond}
+	// Count the retries (not the final give-up) through the observe hooks.
+	ctx = observe.WithHooks(ctx, &observe.Hooks{Retry: func(_ context.Context, e observe.RetryEvent) {
+		if !e.GaveUp {
+			o.retries.Add(1)
+		}
+	}})
 	if err := s.reset(ctx); err != nil {
 		return nil, 0, 0, err
 	}
