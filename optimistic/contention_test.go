@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/concurkit/concurkit/optimistic"
 	"github.com/concurkit/concurkit/observe"
+	"github.com/concurkit/concurkit/optimistic"
 	"github.com/concurkit/concurkit/retry"
 )
 

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/concurkit/concurkit/optimistic"
 	"github.com/concurkit/concurkit/observe"
+	"github.com/concurkit/concurkit/optimistic"
 	"github.com/concurkit/concurkit/retry"
 )
 
