@@ -161,7 +161,7 @@ func TestDoMaxElapsedGaveUp(t *testing.T) {
 	}
 	got := rec.get()
 	if len(got) != ex.Attempts || !got[len(got)-1].GaveUp || got[len(got)-1].Attempt != ex.Attempts {
-		t.Fatalf("%d events (last %+v) for %d attempts, want one per attempt, the last GaveUp", len(got), got[len(got)-1], ex.Attempts)
+		t.Fatalf("events %+v for %d attempts, want one per attempt, the last GaveUp", got, ex.Attempts)
 	}
 }
 
