@@ -7,7 +7,7 @@
 // accounts) are not several optimistic.Do loops: a retry of the second
 // row's CAS cannot undo the first row's write, and money is created or
 // destroyed. Do the reads and every CAS inside one transaction with
-// pessimistic.InTx (PostgreSQL) or pessimistic.InTxMySQL (MySQL/MariaDB):
+// pessimisticpg.InTx (PostgreSQL) or pessimisticmysql.InTx (MySQL/MariaDB):
 // an optimistic.ErrConflict from any CAS rolls the whole transaction back
 // and InTx runs it again, as it does for deadlocks and serialization
 // failures. See the Transfer example.

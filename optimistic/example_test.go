@@ -13,7 +13,7 @@ import (
 	"github.com/concurkit/concurkit/optimistic"
 	"github.com/concurkit/concurkit/optimistic/optimisticmysql"
 	"github.com/concurkit/concurkit/optimistic/optimisticpg"
-	"github.com/concurkit/concurkit/pessimistic"
+	"github.com/concurkit/concurkit/pessimistic/pessimisticpg"
 	"github.com/concurkit/concurkit/retry"
 )
 
@@ -140,7 +140,7 @@ func ExampleDoValue() {
 
 // Example_transfer moves money between two rows. Each row is a
 // compare-and-swap, and both run inside one transaction with
-// pessimistic.InTx: a conflict on either row (another transfer got there
+// pessimisticpg.InTx: a conflict on either row (another transfer got there
 // first) rolls the whole transfer back and InTx runs it again, so money is
 // never created or destroyed. Two optimistic.Do loops, one per row, could
 // not undo the first row's write when the second one conflicts.
@@ -168,7 +168,7 @@ INSERT INTO accounts (id, balance) VALUES (1, 100), (2, 0)`)
 		if to < from {
 			legs[0], legs[1] = legs[1], legs[0]
 		}
-		return pessimistic.InTx(ctx, conn, nil, func(ctx context.Context, tx pgx.Tx) error {
+		return pessimisticpg.InTx(ctx, conn, nil, func(ctx context.Context, tx pgx.Tx) error {
 			for _, leg := range legs {
 				var balance, version int64
 				err := tx.QueryRow(ctx, "SELECT balance, version FROM accounts WHERE id = $1", leg.id).Scan(&balance, &version)

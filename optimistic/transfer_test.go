@@ -17,6 +17,8 @@ import (
 	"github.com/concurkit/concurkit/optimistic/optimisticmysql"
 	"github.com/concurkit/concurkit/optimistic/optimisticpg"
 	"github.com/concurkit/concurkit/pessimistic"
+	"github.com/concurkit/concurkit/pessimistic/pessimisticmysql"
+	"github.com/concurkit/concurkit/pessimistic/pessimisticpg"
 	"github.com/concurkit/concurkit/retry"
 )
 
@@ -110,7 +112,7 @@ func countConflicts(ctx context.Context, n *atomic.Int64) context.Context {
 }
 
 // TestTransfersPostgres: the two-row transfer of the package
-// documentation — reads and both CAS inside pessimistic.InTx, which
+// documentation — reads and both CAS inside pessimisticpg.InTx, which
 // retries ErrConflict — keeps the total exact under contention.
 func TestTransfersPostgres(t *testing.T) {
 	t.Parallel()
@@ -123,7 +125,7 @@ func TestTransfersPostgres(t *testing.T) {
 	}
 	var conflicts atomic.Int64
 	committed := runTransfers(t, func(ctx context.Context, from, to, amount int64) error {
-		return pessimistic.InTx(countConflicts(ctx, &conflicts), pool, txPolicy, func(ctx context.Context, tx pgx.Tx) error {
+		return pessimisticpg.InTx(countConflicts(ctx, &conflicts), pool, txPolicy, func(ctx context.Context, tx pgx.Tx) error {
 			for _, l := range legs(from, to, amount) {
 				var balance, version int64
 				if err := tx.QueryRow(ctx, "SELECT balance, version FROM accounts WHERE id = $1", l.id).Scan(&balance, &version); err != nil {
@@ -147,7 +149,7 @@ func TestTransfersPostgres(t *testing.T) {
 }
 
 // TestTransfersMariaDB is TestTransfersPostgres with
-// pessimistic.InTxMySQL (REPEATABLE READ, the server default).
+// pessimisticmysql.InTx (REPEATABLE READ, the server default).
 func TestTransfersMariaDB(t *testing.T) {
 	t.Parallel()
 	db := myDB(t)
@@ -162,7 +164,7 @@ func TestTransfersMariaDB(t *testing.T) {
 	}
 	var conflicts atomic.Int64
 	committed := runTransfers(t, func(ctx context.Context, from, to, amount int64) error {
-		return pessimistic.InTxMySQL(countConflicts(ctx, &conflicts), db, txPolicy, func(ctx context.Context, tx *sql.Tx) error {
+		return pessimisticmysql.InTx(countConflicts(ctx, &conflicts), db, txPolicy, func(ctx context.Context, tx *sql.Tx) error {
 			for _, l := range legs(from, to, amount) {
 				var balance, version int64
 				if err := tx.QueryRowContext(ctx, "SELECT balance, version FROM accounts WHERE id = ?", l.id).Scan(&balance, &version); err != nil {

@@ -5,11 +5,12 @@ import (
 	"database/sql"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/concurkit/concurkit/pessimistic"
+	"github.com/concurkit/concurkit/observe"
+	"github.com/concurkit/concurkit/pessimistic/pessimisticmysql"
+	"github.com/concurkit/concurkit/pessimistic/pessimisticpg"
 )
 
 // benchParallelism × GOMAXPROCS goroutines increment one hot row.
@@ -27,12 +28,12 @@ func BenchmarkHotRow(b *testing.B) {
 			}
 			var retries atomic.Int64
 			opts := s.opts
-			opts.Retry.OnRetry = func(int, error, time.Duration) { retries.Add(1) }
+			ctx = countRetries(ctx, &retries)
 			b.SetParallelism(benchParallelism)
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					err := pessimistic.InTx(ctx, pool, &opts, func(ctx context.Context, tx pgx.Tx) error {
+					err := pessimisticpg.InTx(ctx, pool, &opts, func(ctx context.Context, tx pgx.Tx) error {
 						v, err := s.pgRead(ctx, tx, "SELECT value FROM counters WHERE id = $1", 1)
 						if err != nil {
 							return err
@@ -58,12 +59,12 @@ func BenchmarkHotRow(b *testing.B) {
 			}
 			var retries atomic.Int64
 			opts := s.opts
-			opts.Retry.OnRetry = func(int, error, time.Duration) { retries.Add(1) }
+			ctx = countRetries(ctx, &retries)
 			b.SetParallelism(benchParallelism)
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					err := pessimistic.InTxMySQL(ctx, db, &opts, func(ctx context.Context, tx *sql.Tx) error {
+					err := pessimisticmysql.InTx(ctx, db, &opts, func(ctx context.Context, tx *sql.Tx) error {
 						v, err := s.myRead(ctx, tx, "SELECT value FROM counters WHERE id = ?", 1)
 						if err != nil {
 							return err
@@ -80,4 +81,14 @@ func BenchmarkHotRow(b *testing.B) {
 			b.ReportMetric(float64(retries.Load())/float64(b.N), "retries/op")
 		})
 	}
+}
+
+// countRetries returns ctx with observe hooks that count the retries (not
+// the final give-up) into n.
+func countRetries(ctx context.Context, n *atomic.Int64) context.Context {
+	return observe.WithHooks(ctx, &observe.Hooks{Retry: func(_ context.Context, e observe.RetryEvent) {
+		if !e.GaveUp {
+			n.Add(1)
+		}
+	}})
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/concurkit/concurkit/pessimistic"
+	"github.com/concurkit/concurkit/pessimistic/pessimisticmysql"
+	"github.com/concurkit/concurkit/pessimistic/pessimisticpg"
 )
 
 // eventually polls cond (an observation of server state, not a sleep used
@@ -94,7 +96,7 @@ func TestCancelRowLockWaitPostgres(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer holder.Rollback(context.WithoutCancel(ctx))
-			if _, err := pessimistic.LockRows(ctx, holder, "inventory", "id", []int64{1}, pessimistic.Lock{}); err != nil {
+			if _, err := pessimisticpg.LockRows(ctx, holder, "inventory", "id", []int64{1}, pessimistic.Lock{}); err != nil {
 				t.Fatal(err)
 			}
 			wctx, cancel := end.ctx(ctx)
@@ -102,9 +104,9 @@ func TestCancelRowLockWaitPostgres(t *testing.T) {
 			pid := make(chan uint32, 1)
 			done := make(chan error, 1)
 			go func() {
-				done <- pessimistic.InTx(wctx, pool, nil, func(ctx context.Context, tx pgx.Tx) error {
+				done <- pessimisticpg.InTx(wctx, pool, nil, func(ctx context.Context, tx pgx.Tx) error {
 					pid <- tx.Conn().PgConn().PID()
-					_, err := pessimistic.LockRows(ctx, tx, "inventory", "id", []int64{1}, pessimistic.Lock{})
+					_, err := pessimisticpg.LockRows(ctx, tx, "inventory", "id", []int64{1}, pessimistic.Lock{})
 					return err
 				})
 			}()
@@ -134,7 +136,7 @@ func TestCancelAdvisoryLockWaitPostgres(t *testing.T) {
 			}
 			defer holder.Release()
 			key := pessimistic.AdvisoryKey(t.Name())
-			l, err := pessimistic.AdvisoryLock(ctx, holder.Conn(), key)
+			l, err := pessimisticpg.AdvisoryLock(ctx, holder.Conn(), key)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -149,7 +151,7 @@ func TestCancelAdvisoryLockWaitPostgres(t *testing.T) {
 			defer cancel()
 			done := make(chan error, 1)
 			go func() {
-				_, err := pessimistic.AdvisoryLock(wctx, c.Conn(), key)
+				_, err := pessimisticpg.AdvisoryLock(wctx, c.Conn(), key)
 				done <- err
 			}()
 			eventually(t, "the waiter to block on the advisory lock", 2*time.Millisecond, func() (bool, error) {
@@ -179,7 +181,7 @@ func TestCancelAdvisoryXactLockWaitPostgres(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer holder.Rollback(context.WithoutCancel(ctx))
-			if err := pessimistic.AdvisoryXactLock(ctx, holder, key); err != nil {
+			if err := pessimisticpg.AdvisoryXactLock(ctx, holder, key); err != nil {
 				t.Fatal(err)
 			}
 			wctx, cancel := end.ctx(ctx)
@@ -187,9 +189,9 @@ func TestCancelAdvisoryXactLockWaitPostgres(t *testing.T) {
 			pid := make(chan uint32, 1)
 			done := make(chan error, 1)
 			go func() {
-				done <- pessimistic.InTx(wctx, pool, nil, func(ctx context.Context, tx pgx.Tx) error {
+				done <- pessimisticpg.InTx(wctx, pool, nil, func(ctx context.Context, tx pgx.Tx) error {
 					pid <- tx.Conn().PgConn().PID()
-					return pessimistic.AdvisoryXactLock(ctx, tx, key)
+					return pessimisticpg.AdvisoryXactLock(ctx, tx, key)
 				})
 			}()
 			waiter := <-pid
@@ -217,7 +219,7 @@ func TestCancelRowLockWaitMariaDB(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer holder.Rollback()
-			if _, err := pessimistic.LockRowsMySQL(ctx, holder, "inventory", "id", []int64{1}, pessimistic.Lock{}); err != nil {
+			if _, err := pessimisticmysql.LockRows(ctx, holder, "inventory", "id", []int64{1}, pessimistic.Lock{}); err != nil {
 				t.Fatal(err)
 			}
 			wctx, cancel := end.ctx(ctx)
@@ -225,13 +227,13 @@ func TestCancelRowLockWaitMariaDB(t *testing.T) {
 			id := make(chan int64, 1)
 			done := make(chan error, 1)
 			go func() {
-				done <- pessimistic.InTxMySQL(wctx, db, nil, func(ctx context.Context, tx *sql.Tx) error {
+				done <- pessimisticmysql.InTx(wctx, db, nil, func(ctx context.Context, tx *sql.Tx) error {
 					var n int64
 					if err := tx.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&n); err != nil {
 						return err
 					}
 					id <- n
-					_, err := pessimistic.LockRowsMySQL(ctx, tx, "inventory", "id", []int64{1}, pessimistic.Lock{})
+					_, err := pessimisticmysql.LockRows(ctx, tx, "inventory", "id", []int64{1}, pessimistic.Lock{})
 					return err
 				})
 			}()

@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/concurkit/concurkit/pessimistic"
+	"github.com/concurkit/concurkit/pessimistic/pessimisticmysql"
+	"github.com/concurkit/concurkit/pessimistic/pessimisticpg"
 )
 
 const (
@@ -76,9 +78,9 @@ func TestClaimJobsPostgres(t *testing.T) {
 		wg.Go(func() {
 			for {
 				var jobs []pessimistic.Job
-				err := pessimistic.InTx(ctx, pool, nil, func(ctx context.Context, tx pgx.Tx) error {
+				err := pessimisticpg.InTx(ctx, pool, nil, func(ctx context.Context, tx pgx.Tx) error {
 					var err error
-					jobs, err = pessimistic.ClaimJobs(ctx, tx, "jobs", claimBatch, &pessimistic.ClaimOptions{Worker: fmt.Sprint("w", w)})
+					jobs, err = pessimisticpg.ClaimJobs(ctx, tx, "jobs", claimBatch, &pessimistic.ClaimOptions{Worker: fmt.Sprint("w", w)})
 					if err == nil {
 						h.at(w) // first claim: hold the locks until every worker has its batch
 					}
@@ -134,9 +136,9 @@ func TestClaimJobsMariaDB(t *testing.T) {
 		wg.Go(func() {
 			for {
 				var jobs []pessimistic.Job
-				err := pessimistic.InTxMySQL(ctx, db, nil, func(ctx context.Context, tx *sql.Tx) error {
+				err := pessimisticmysql.InTx(ctx, db, nil, func(ctx context.Context, tx *sql.Tx) error {
 					var err error
-					jobs, err = pessimistic.ClaimJobsMySQL(ctx, tx, "jobs", claimBatch, &pessimistic.ClaimOptions{Worker: fmt.Sprint("w", w)})
+					jobs, err = pessimisticmysql.ClaimJobs(ctx, tx, "jobs", claimBatch, &pessimistic.ClaimOptions{Worker: fmt.Sprint("w", w)})
 					if err == nil {
 						h.at(w)
 					}
@@ -184,7 +186,7 @@ func TestClaimJobsDisjoint(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, err := pessimistic.ClaimJobs(ctx, tx1, "jobs", 3, nil)
+		a, err := pessimisticpg.ClaimJobs(ctx, tx1, "jobs", 3, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -192,7 +194,7 @@ func TestClaimJobsDisjoint(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := pessimistic.ClaimJobs(ctx, tx2, "jobs", 3, nil)
+		b, err := pessimisticpg.ClaimJobs(ctx, tx2, "jobs", 3, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -202,7 +204,7 @@ func TestClaimJobsDisjoint(t *testing.T) {
 		if err := tx1.Rollback(ctx); err != nil {
 			t.Fatal(err)
 		}
-		c, err := pessimistic.ClaimJobs(ctx, tx2, "jobs", 10, nil)
+		c, err := pessimisticpg.ClaimJobs(ctx, tx2, "jobs", 10, nil)
 		if err != nil || !slices.Equal(ids(c), []int64{1, 2, 3}) {
 			t.Errorf("after rollback: %v, %v; want [1 2 3]", ids(c), err)
 		}
@@ -220,7 +222,7 @@ func TestClaimJobsDisjoint(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, err := pessimistic.ClaimJobsMySQL(ctx, tx1, "jobs", 3, nil)
+		a, err := pessimisticmysql.ClaimJobs(ctx, tx1, "jobs", 3, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -228,7 +230,7 @@ func TestClaimJobsDisjoint(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := pessimistic.ClaimJobsMySQL(ctx, tx2, "jobs", 3, nil)
+		b, err := pessimisticmysql.ClaimJobs(ctx, tx2, "jobs", 3, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -238,7 +240,7 @@ func TestClaimJobsDisjoint(t *testing.T) {
 		if err := tx1.Rollback(); err != nil {
 			t.Fatal(err)
 		}
-		c, err := pessimistic.ClaimJobsMySQL(ctx, tx2, "jobs", 10, nil)
+		c, err := pessimisticmysql.ClaimJobs(ctx, tx2, "jobs", 10, nil)
 		if err != nil || !slices.Equal(ids(c), []int64{1, 2, 3}) {
 			t.Errorf("after rollback: %v, %v; want [1 2 3]", ids(c), err)
 		}
@@ -268,14 +270,14 @@ func TestClaimJobsRepeatableRead(t *testing.T) {
 		if _, err := a.Exec(ctx, "SELECT count(*) FROM jobs"); err != nil { // a's snapshot
 			t.Fatal(err)
 		}
-		err = pessimistic.InTx(ctx, pool, nil, func(ctx context.Context, tx pgx.Tx) error {
-			_, err := pessimistic.ClaimJobs(ctx, tx, "jobs", 3, nil)
+		err = pessimisticpg.InTx(ctx, pool, nil, func(ctx context.Context, tx pgx.Tx) error {
+			_, err := pessimisticpg.ClaimJobs(ctx, tx, "jobs", 3, nil)
 			return err
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := pessimistic.ClaimJobs(ctx, a, "jobs", 3, nil)
+		got, err := pessimisticpg.ClaimJobs(ctx, a, "jobs", 3, nil)
 		if !errors.Is(err, pessimistic.ErrSerialization) {
 			t.Fatalf("claim on a stale snapshot = %v, %v; want ErrSerialization", got, err)
 		}
@@ -294,14 +296,14 @@ func TestClaimJobsRepeatableRead(t *testing.T) {
 		if _, err := a.ExecContext(ctx, "SELECT COUNT(*) FROM jobs"); err != nil { // a's snapshot
 			t.Fatal(err)
 		}
-		err = pessimistic.InTxMySQL(ctx, db, &pessimistic.Options{Isolation: sql.LevelRepeatableRead}, func(ctx context.Context, tx *sql.Tx) error {
-			_, err := pessimistic.ClaimJobsMySQL(ctx, tx, "jobs", 3, nil)
+		err = pessimisticmysql.InTx(ctx, db, &pessimistic.Options{Isolation: sql.LevelRepeatableRead}, func(ctx context.Context, tx *sql.Tx) error {
+			_, err := pessimisticmysql.ClaimJobs(ctx, tx, "jobs", 3, nil)
 			return err
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := pessimistic.ClaimJobsMySQL(ctx, a, "jobs", 3, nil)
+		got, err := pessimisticmysql.ClaimJobs(ctx, a, "jobs", 3, nil)
 		if err != nil && !errors.Is(err, pessimistic.ErrSerialization) { // 1020 on MariaDB >= 11.6
 			t.Fatal(err)
 		}

@@ -14,7 +14,9 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/concurkit/concurkit/pessimistic"
+	"github.com/concurkit/concurkit"
+	"github.com/concurkit/concurkit/pessimistic/pessimisticmysql"
+	"github.com/concurkit/concurkit/pessimistic/pessimisticpg"
 	"github.com/concurkit/concurkit/testkit"
 )
 
@@ -103,7 +105,7 @@ func TestAmbiguousCommitPostgres(t *testing.T) {
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	calls := 0
-	err = pessimistic.InTx(ctx, conn, nil, func(ctx context.Context, tx pgx.Tx) error {
+	err = pessimisticpg.InTx(ctx, conn, nil, func(ctx context.Context, tx pgx.Tx) error {
 		calls++
 		if _, err := tx.Exec(ctx, "INSERT INTO counters (id, value) VALUES (7, 7)"); err != nil {
 			return err
@@ -111,7 +113,7 @@ func TestAmbiguousCommitPostgres(t *testing.T) {
 		p.cut.Store(true) // the COMMIT that follows is lost
 		return nil
 	})
-	var amb *pessimistic.AmbiguousCommitError
+	var amb *concurkit.AmbiguousCommitError
 	if !errors.As(err, &amb) || amb.Err == nil {
 		t.Fatalf("err = %v, want *AmbiguousCommitError", err)
 	}
@@ -149,7 +151,7 @@ func TestAmbiguousCommitMariaDB(t *testing.T) {
 	}
 	defer db.Close()
 	calls := 0
-	err = pessimistic.InTxMySQL(ctx, db, nil, func(ctx context.Context, tx *sql.Tx) error {
+	err = pessimisticmysql.InTx(ctx, db, nil, func(ctx context.Context, tx *sql.Tx) error {
 		calls++
 		if _, err := tx.ExecContext(ctx, "INSERT INTO counters (id, value) VALUES (7, 7)"); err != nil {
 			return err
@@ -157,7 +159,7 @@ func TestAmbiguousCommitMariaDB(t *testing.T) {
 		p.cut.Store(true)
 		return nil
 	})
-	var amb *pessimistic.AmbiguousCommitError
+	var amb *concurkit.AmbiguousCommitError
 	if !errors.As(err, &amb) || amb.Err == nil {
 		t.Fatalf("err = %v, want *AmbiguousCommitError", err)
 	}
@@ -184,7 +186,7 @@ func TestPanicRollsBack(t *testing.T) {
 		pool := pgPool(t, 2)
 		ctx := t.Context()
 		v := repanicked(t, func() {
-			_ = pessimistic.InTx(ctx, pool, nil, func(ctx context.Context, tx pgx.Tx) error {
+			_ = pessimisticpg.InTx(ctx, pool, nil, func(ctx context.Context, tx pgx.Tx) error {
 				if _, err := tx.Exec(ctx, "INSERT INTO counters (id) VALUES (1)"); err != nil {
 					return err
 				}
@@ -206,7 +208,7 @@ func TestPanicRollsBack(t *testing.T) {
 		db := myDB(t, 2)
 		ctx := t.Context()
 		v := repanicked(t, func() {
-			_ = pessimistic.InTxMySQL(ctx, db, nil, func(ctx context.Context, tx *sql.Tx) error {
+			_ = pessimisticmysql.InTx(ctx, db, nil, func(ctx context.Context, tx *sql.Tx) error {
 				if _, err := tx.ExecContext(ctx, "INSERT INTO counters (id) VALUES (1)"); err != nil {
 					return err
 				}

@@ -11,7 +11,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/concurkit/concurkit/observe"
 	"github.com/concurkit/concurkit/pessimistic"
+	"github.com/concurkit/concurkit/pessimistic/pessimisticmysql"
+	"github.com/concurkit/concurkit/pessimistic/pessimisticpg"
 	"github.com/concurkit/concurkit/retry"
 )
 
@@ -30,22 +33,22 @@ var testRetry = retry.Policy{MaxAttempts: 10000, BaseDelay: time.Millisecond, Ma
 
 func lockedRead(l pessimistic.Lock) (func(context.Context, pgx.Tx, string, int64) (int64, error), func(context.Context, *sql.Tx, string, int64) (int64, error)) {
 	pg := func(ctx context.Context, tx pgx.Tx, q string, id int64) (int64, error) {
-		clause, err := l.Postgres()
+		clause, err := pessimisticpg.Clause(l)
 		if err != nil {
 			return 0, err
 		}
 		var v int64
 		err = tx.QueryRow(ctx, q+clause, id).Scan(&v)
-		return v, l.MapError(ctx, err)
+		return v, pessimisticpg.MapError(ctx, l, err)
 	}
 	my := func(ctx context.Context, tx *sql.Tx, q string, id int64) (int64, error) {
-		clause, err := l.MySQL()
+		clause, err := pessimisticmysql.Clause(l)
 		if err != nil {
 			return 0, err
 		}
 		var v int64
 		err = tx.QueryRowContext(ctx, q+clause, id).Scan(&v)
-		return v, l.MapError(ctx, err)
+		return v, pessimisticmysql.MapError(ctx, l, err)
 	}
 	return pg, my
 }
@@ -91,10 +94,14 @@ func (o *outcome) record(err error) {
 	}
 }
 
-// withCounting returns a copy of opts that counts retries into o.
-func withCounting(opts pessimistic.Options, o *outcome) *pessimistic.Options {
-	opts.Retry.OnRetry = func(int, error, time.Duration) { o.retries.Add(1) }
-	return &opts
+// withCounting returns ctx with observe hooks that count the retries of
+// InTx (retry.Do's events, not the final give-up) into o.
+func withCounting(ctx context.Context, o *outcome) context.Context {
+	return observe.WithHooks(ctx, &observe.Hooks{Retry: func(_ context.Context, e observe.RetryEvent) {
+		if !e.GaveUp {
+			o.retries.Add(1)
+		}
+	}})
 }
 
 const buyers = 64
@@ -123,7 +130,7 @@ func TestOversellPostgres(t *testing.T) {
 				t.Fatal(err)
 			}
 			var o outcome
-			opts := withCounting(s.opts, &o)
+			opts, ctx := &s.opts, withCounting(ctx, &o)
 			g := newGate(buyers)
 			var wg sync.WaitGroup
 			for range buyers {
@@ -136,7 +143,7 @@ func TestOversellPostgres(t *testing.T) {
 					}
 					defer conn.Release()
 					g.wait()
-					o.record(pessimistic.InTx(ctx, conn, opts, func(ctx context.Context, tx pgx.Tx) error {
+					o.record(pessimisticpg.InTx(ctx, conn, opts, func(ctx context.Context, tx pgx.Tx) error {
 						stock, err := s.pgRead(ctx, tx, "SELECT stock FROM inventory WHERE id = $1", 1)
 						if err != nil {
 							return err
@@ -173,7 +180,7 @@ func TestOversellMariaDB(t *testing.T) {
 				t.Fatal(err)
 			}
 			var o outcome
-			opts := withCounting(s.opts, &o)
+			opts, ctx := &s.opts, withCounting(ctx, &o)
 			g := newGate(buyers)
 			var wg sync.WaitGroup
 			for range buyers {
@@ -186,7 +193,7 @@ func TestOversellMariaDB(t *testing.T) {
 					}
 					defer conn.Close()
 					g.wait()
-					o.record(pessimistic.InTxMySQL(ctx, conn, opts, func(ctx context.Context, tx *sql.Tx) error {
+					o.record(pessimisticmysql.InTx(ctx, conn, opts, func(ctx context.Context, tx *sql.Tx) error {
 						stock, err := s.myRead(ctx, tx, "SELECT stock FROM inventory WHERE id = ?", 1)
 						if err != nil {
 							return err
@@ -227,7 +234,7 @@ func TestLostUpdatePostgres(t *testing.T) {
 				t.Fatal(err)
 			}
 			var o outcome
-			opts := withCounting(s.opts, &o)
+			opts, ctx := &s.opts, withCounting(ctx, &o)
 			g := newGate(workers)
 			var wg sync.WaitGroup
 			for range workers {
@@ -241,7 +248,7 @@ func TestLostUpdatePostgres(t *testing.T) {
 					defer conn.Release()
 					g.wait()
 					for range increments {
-						o.record(pessimistic.InTx(ctx, conn, opts, func(ctx context.Context, tx pgx.Tx) error {
+						o.record(pessimisticpg.InTx(ctx, conn, opts, func(ctx context.Context, tx pgx.Tx) error {
 							v, err := s.pgRead(ctx, tx, "SELECT value FROM counters WHERE id = $1", 1)
 							if err != nil {
 								return err
@@ -279,7 +286,7 @@ func TestLostUpdateMariaDB(t *testing.T) {
 				t.Fatal(err)
 			}
 			var o outcome
-			opts := withCounting(s.opts, &o)
+			opts, ctx := &s.opts, withCounting(ctx, &o)
 			g := newGate(workers)
 			var wg sync.WaitGroup
 			for range workers {
@@ -293,7 +300,7 @@ func TestLostUpdateMariaDB(t *testing.T) {
 					defer conn.Close()
 					g.wait()
 					for range increments {
-						o.record(pessimistic.InTxMySQL(ctx, conn, opts, func(ctx context.Context, tx *sql.Tx) error {
+						o.record(pessimisticmysql.InTx(ctx, conn, opts, func(ctx context.Context, tx *sql.Tx) error {
 							v, err := s.myRead(ctx, tx, "SELECT value FROM counters WHERE id = ?", 1)
 							if err != nil {
 								return err
@@ -334,7 +341,7 @@ func TestLostUpdateNegativeControl(t *testing.T) {
 			wg.Go(func() {
 				g.wait()
 				for range increments {
-					_ = pessimistic.InTx(ctx, pool, nil, func(ctx context.Context, tx pgx.Tx) error {
+					_ = pessimisticpg.InTx(ctx, pool, nil, func(ctx context.Context, tx pgx.Tx) error {
 						var v int64
 						if err := tx.QueryRow(ctx, "SELECT value FROM counters WHERE id = 1").Scan(&v); err != nil {
 							return err
@@ -368,7 +375,7 @@ func TestLostUpdateNegativeControl(t *testing.T) {
 			wg.Go(func() {
 				g.wait()
 				for range increments {
-					_ = pessimistic.InTxMySQL(ctx, db, nil, func(ctx context.Context, tx *sql.Tx) error {
+					_ = pessimisticmysql.InTx(ctx, db, nil, func(ctx context.Context, tx *sql.Tx) error {
 						var v int64
 						if err := tx.QueryRowContext(ctx, "SELECT value FROM counters WHERE id = 1").Scan(&v); err != nil {
 							return err

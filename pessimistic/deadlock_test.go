@@ -7,13 +7,15 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/concurkit/concurkit/observe"
 	"github.com/concurkit/concurkit/pessimistic"
+	"github.com/concurkit/concurkit/pessimistic/pessimisticmysql"
+	"github.com/concurkit/concurkit/pessimistic/pessimisticpg"
 	"github.com/concurkit/concurkit/retry"
 )
 
@@ -74,15 +76,15 @@ func TestDeadlockPostgres(t *testing.T) {
 			var wg sync.WaitGroup
 			for i := range 2 {
 				opts := &pessimistic.Options{Retry: tc.retry}
-				opts.Retry.OnRetry = func(_ int, err error, _ time.Duration) { retried[i] = err }
+				ctx := recordRetry(ctx, &retried[i])
 				wg.Go(func() {
-					errs[i] = pessimistic.InTx(ctx, pool, opts, func(ctx context.Context, tx pgx.Tx) error {
+					errs[i] = pessimisticpg.InTx(ctx, pool, opts, func(ctx context.Context, tx pgx.Tx) error {
 						// deadlock_timeout is superuser-settable; lower it so the check runs soon.
 						if _, err := tx.Exec(ctx, "SET LOCAL deadlock_timeout = '20ms'"); err != nil {
 							return err
 						}
 						for step, id := range order[i] {
-							if _, err := pessimistic.LockRows(ctx, tx, "counters", "id", []int64{id}, pessimistic.Lock{}); err != nil {
+							if _, err := pessimisticpg.LockRows(ctx, tx, "counters", "id", []int64{id}, pessimistic.Lock{}); err != nil {
 								return err
 							}
 							if _, err := tx.Exec(ctx, "UPDATE counters SET value = value + $1 WHERE id = $2", delta[i], id); err != nil {
@@ -131,11 +133,11 @@ func TestDeadlockMariaDB(t *testing.T) {
 			var wg sync.WaitGroup
 			for i := range 2 {
 				opts := &pessimistic.Options{Retry: tc.retry}
-				opts.Retry.OnRetry = func(_ int, err error, _ time.Duration) { retried[i] = err }
+				ctx := recordRetry(ctx, &retried[i])
 				wg.Go(func() {
-					errs[i] = pessimistic.InTxMySQL(ctx, db, opts, func(ctx context.Context, tx *sql.Tx) error {
+					errs[i] = pessimisticmysql.InTx(ctx, db, opts, func(ctx context.Context, tx *sql.Tx) error {
 						for step, id := range order[i] {
-							if _, err := pessimistic.LockRowsMySQL(ctx, tx, "counters", "id", []int64{id}, pessimistic.Lock{}); err != nil {
+							if _, err := pessimisticmysql.LockRows(ctx, tx, "counters", "id", []int64{id}, pessimistic.Lock{}); err != nil {
 								return err
 							}
 							if _, err := tx.ExecContext(ctx, "UPDATE counters SET value = value + ? WHERE id = ?", delta[i], id); err != nil {
@@ -211,4 +213,14 @@ func checkDeadlock(t *testing.T, retried bool, errs [2]error, onRetry [2]error, 
 	if want := delta[0] + delta[1]; v1 != want || v2 != want {
 		t.Errorf("rows = %d, %d, want %d, %d", v1, v2, want, want)
 	}
+}
+
+// recordRetry returns ctx with observe hooks that store the error of each
+// retried attempt in *last.
+func recordRetry(ctx context.Context, last *error) context.Context {
+	return observe.WithHooks(ctx, &observe.Hooks{Retry: func(_ context.Context, e observe.RetryEvent) {
+		if !e.GaveUp {
+			*last = e.Err
+		}
+	}})
 }

@@ -11,7 +11,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/concurkit/concurkit"
 	"github.com/concurkit/concurkit/pessimistic"
+	"github.com/concurkit/concurkit/pessimistic/pessimisticmysql"
+	"github.com/concurkit/concurkit/pessimistic/pessimisticpg"
 )
 
 // durationEdges are the lock timeouts at the edges of the conversion to
@@ -49,11 +52,11 @@ func TestLockTimeoutEdgesPostgres(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var got string
-			err := pessimistic.InTx(ctx, pool, &pessimistic.Options{LockTimeout: tc.d}, func(ctx context.Context, tx pgx.Tx) error {
+			err := pessimisticpg.InTx(ctx, pool, &pessimistic.Options{LockTimeout: tc.d}, func(ctx context.Context, tx pgx.Tx) error {
 				return tx.QueryRow(ctx, "SELECT current_setting('lock_timeout')").Scan(&got)
 			})
 			if tc.badInput {
-				if !errors.Is(err, pessimistic.ErrInvalidArgument) {
+				if !errors.Is(err, concurkit.ErrInvalidArgument) {
 					t.Fatalf("err = %v, want ErrInvalidArgument", err)
 				}
 				return
@@ -83,7 +86,7 @@ func TestLockTimeoutEdgesMariaDB(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var got int64
 			lock := pessimistic.Lock{Wait: pessimistic.WaitTimeout, Timeout: tc.d}
-			err := pessimistic.InTxMySQL(ctx, db, &pessimistic.Options{LockTimeout: tc.d}, func(ctx context.Context, tx *sql.Tx) error {
+			err := pessimisticmysql.InTx(ctx, db, &pessimistic.Options{LockTimeout: tc.d}, func(ctx context.Context, tx *sql.Tx) error {
 				if err := tx.QueryRowContext(ctx, "SELECT @@SESSION.innodb_lock_wait_timeout").Scan(&got); err != nil {
 					return err
 				}
@@ -91,14 +94,14 @@ func TestLockTimeoutEdgesMariaDB(t *testing.T) {
 					return nil
 				}
 				// The server takes the clause (the row is free).
-				_, err := pessimistic.LockRowsMySQL(ctx, tx, "inventory", "id", []int64{1}, lock)
+				_, err := pessimisticmysql.LockRows(ctx, tx, "inventory", "id", []int64{1}, lock)
 				return err
 			})
 			if tc.badInput {
-				if !errors.Is(err, pessimistic.ErrInvalidArgument) {
+				if !errors.Is(err, concurkit.ErrInvalidArgument) {
 					t.Fatalf("err = %v, want ErrInvalidArgument", err)
 				}
-				if _, err := lock.MySQL(); !errors.Is(err, pessimistic.ErrInvalidArgument) {
+				if _, err := pessimisticmysql.Clause(lock); !errors.Is(err, concurkit.ErrInvalidArgument) {
 					t.Fatalf("clause err = %v, want ErrInvalidArgument", err)
 				}
 				return
@@ -109,7 +112,7 @@ func TestLockTimeoutEdgesMariaDB(t *testing.T) {
 			if tc.d == 0 {
 				return
 			}
-			if clause, err := lock.MySQL(); err != nil || clause != tc.wait {
+			if clause, err := pessimisticmysql.Clause(lock); err != nil || clause != tc.wait {
 				t.Fatalf("clause = %q, %v; want %q", clause, err, tc.wait)
 			}
 		})
@@ -130,13 +133,13 @@ func TestHugeWaitTimeoutWaitsPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer holder.Rollback(context.WithoutCancel(ctx))
-	if _, err := pessimistic.LockRows(ctx, holder, "inventory", "id", []int64{1}, pessimistic.Lock{}); err != nil {
+	if _, err := pessimisticpg.LockRows(ctx, holder, "inventory", "id", []int64{1}, pessimistic.Lock{}); err != nil {
 		t.Fatal(err)
 	}
 	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
-	err = pessimistic.InTx(wctx, pool, &pessimistic.Options{Retry: once}, func(ctx context.Context, tx pgx.Tx) error {
-		_, err := pessimistic.LockRows(ctx, tx, "inventory", "id", []int64{1}, pessimistic.Lock{Wait: pessimistic.WaitTimeout, Timeout: math.MaxInt64})
+	err = pessimisticpg.InTx(wctx, pool, &pessimistic.Options{Retry: once}, func(ctx context.Context, tx pgx.Tx) error {
+		_, err := pessimisticpg.LockRows(ctx, tx, "inventory", "id", []int64{1}, pessimistic.Lock{Wait: pessimistic.WaitTimeout, Timeout: math.MaxInt64})
 		return err
 	})
 	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, pessimistic.ErrLockTimeout) {

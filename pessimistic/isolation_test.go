@@ -9,6 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/concurkit/concurkit/pessimistic"
+	"github.com/concurkit/concurkit/pessimistic/pessimisticmysql"
+	"github.com/concurkit/concurkit/pessimistic/pessimisticpg"
 )
 
 // The isolation cases: a transaction reads (taking its snapshot under
@@ -59,7 +61,7 @@ func TestLockThenReadIsolationPostgres(t *testing.T) {
 				t.Fatal(err)
 			}
 			var got int64
-			err := pessimistic.InTx(ctx, pool, &pessimistic.Options{Isolation: tc.level, Retry: once}, func(ctx context.Context, tx pgx.Tx) error {
+			err := pessimisticpg.InTx(ctx, pool, &pessimistic.Options{Isolation: tc.level, Retry: once}, func(ctx context.Context, tx pgx.Tx) error {
 				if tc.readFirst {
 					if err := tx.QueryRow(ctx, "SELECT value FROM counters WHERE id = 1").Scan(new(int64)); err != nil {
 						return err
@@ -68,7 +70,7 @@ func TestLockThenReadIsolationPostgres(t *testing.T) {
 				if _, err := pool.Exec(ctx, "UPDATE counters SET value = 1 WHERE id = 1"); err != nil {
 					return err
 				}
-				if _, err := pessimistic.LockRows(ctx, tx, "counters", "id", []int64{1}, pessimistic.Lock{}); err != nil {
+				if _, err := pessimisticpg.LockRows(ctx, tx, "counters", "id", []int64{1}, pessimistic.Lock{}); err != nil {
 					return err
 				}
 				return tx.QueryRow(ctx, "SELECT value FROM counters WHERE id = 1").Scan(&got)
@@ -96,7 +98,7 @@ func TestLockThenReadIsolationMariaDB(t *testing.T) {
 				t.Fatal(err)
 			}
 			var got int64
-			err := pessimistic.InTxMySQL(ctx, db, &pessimistic.Options{Isolation: tc.level, Retry: once}, func(ctx context.Context, tx *sql.Tx) error {
+			err := pessimisticmysql.InTx(ctx, db, &pessimistic.Options{Isolation: tc.level, Retry: once}, func(ctx context.Context, tx *sql.Tx) error {
 				if tc.readFirst {
 					if err := tx.QueryRowContext(ctx, "SELECT value FROM counters WHERE id = 1").Scan(new(int64)); err != nil {
 						return err
@@ -105,7 +107,7 @@ func TestLockThenReadIsolationMariaDB(t *testing.T) {
 				if _, err := db.ExecContext(ctx, "UPDATE counters SET value = 1 WHERE id = 1"); err != nil {
 					return err
 				}
-				if _, err := pessimistic.LockRowsMySQL(ctx, tx, "counters", "id", []int64{1}, pessimistic.Lock{}); err != nil {
+				if _, err := pessimisticmysql.LockRows(ctx, tx, "counters", "id", []int64{1}, pessimistic.Lock{}); err != nil {
 					return err
 				}
 				return tx.QueryRowContext(ctx, "SELECT value FROM counters WHERE id = 1").Scan(&got)

@@ -1,12 +1,8 @@
 package pessimistic
 
 import (
-	"context"
-	"math"
 	"strconv"
 	"time"
-
-	"github.com/concurkit/concurkit/internal/handle"
 )
 
 // Strength is the row-lock strength of a locking read.
@@ -58,16 +54,16 @@ const (
 	// ErrLockTimeout. MariaDB: the clause WAIT n, n = Timeout rounded up to
 	// whole seconds (MariaDB truncates fractions, and WAIT 0 is NOWAIT),
 	// at most 31536000 (365 days, the server's maximum). PostgreSQL has no
-	// per-statement form: LockRows sets lock_timeout (SET LOCAL semantics)
-	// around its statement, in milliseconds rounded up and at most
-	// 2147483647 ms (about 24.8 days, the server's maximum), and restores
-	// it afterwards; Lock.Postgres returns the clause without a wait part.
-	// A Timeout above the server's maximum is clamped to it.
+	// per-statement form: pessimisticpg.LockRows sets lock_timeout (SET
+	// LOCAL semantics) around its statement, in milliseconds rounded up and
+	// at most 2147483647 ms (about 24.8 days, the server's maximum), and
+	// restores it afterwards; pessimisticpg.Clause returns the clause
+	// without a wait part. A Timeout above the server's maximum is clamped
+	// to it. The adapters' LockRows accept WaitTimeout only on a
+	// transaction (pgx.Tx, *sql.Tx): outside one, PostgreSQL ignores the
+	// transaction-scoped lock_timeout and the wait would be unbounded.
 	WaitTimeout
 )
-
-// unknownWait marks errors from statements whose wait policy is not known.
-const unknownWait WaitPolicy = 255
 
 // String returns the policy's Go name, e.g. "NoWait".
 func (w WaitPolicy) String() string {
@@ -85,7 +81,9 @@ func (w WaitPolicy) String() string {
 }
 
 // Lock describes the locking clause of a SELECT. The zero value is a plain
-// blocking FOR UPDATE.
+// blocking FOR UPDATE. The adapters render it in their dialect
+// (pessimisticpg.Clause, pessimisticmysql.Clause), use it in LockRows, and
+// map the errors of a statement that used it (MapError).
 type Lock struct {
 	Strength Strength
 	Wait     WaitPolicy
@@ -97,9 +95,9 @@ type Lock struct {
 	Timeout time.Duration
 }
 
-// Validate returns nil or an error wrapping ErrInvalidArgument for an
-// unknown strength or wait policy, or a Timeout that does not fit the
-// policy (negative, zero under WaitTimeout, non-zero elsewhere).
+// Validate returns nil or an error matching concurkit.ErrInvalidArgument
+// for an unknown strength or wait policy, or a Timeout that does not fit
+// the policy (negative, zero under WaitTimeout, non-zero elsewhere).
 func (l Lock) Validate() error {
 	switch {
 	case l.Strength > ForShare:
@@ -114,125 +112,4 @@ func (l Lock) Validate() error {
 		return invalid("Timeout %v set with wait policy %v (use WaitTimeout)", l.Timeout, l.Wait)
 	}
 	return nil
-}
-
-// Postgres returns the PostgreSQL locking clause with a leading space, e.g.
-// " FOR NO KEY UPDATE SKIP LOCKED", to append to a SELECT. Under
-// WaitTimeout the clause has no wait part: PostgreSQL bounds lock waits only
-// through lock_timeout, which LockRows and Options.LockTimeout set for you.
-// It returns an error wrapping ErrInvalidArgument when Validate fails.
-func (l Lock) Postgres() (string, error) {
-	if err := l.Validate(); err != nil {
-		return "", err
-	}
-	s := " " + l.Strength.String()
-	switch l.Wait {
-	case NoWait:
-		s += " NOWAIT"
-	case SkipLocked:
-		s += " SKIP LOCKED"
-	}
-	return s, nil
-}
-
-// MySQL returns the MariaDB/MySQL locking clause with a leading space, e.g.
-// " FOR UPDATE WAIT 2" or " LOCK IN SHARE MODE NOWAIT". ForNoKeyUpdate
-// becomes FOR UPDATE; ForShare becomes LOCK IN SHARE MODE; WaitTimeout
-// becomes WAIT n with n the Timeout rounded up to whole seconds, at least 1
-// and at most 31536000 (WAIT n is MariaDB syntax; MySQL 8 rejects it). It
-// returns an error wrapping ErrInvalidArgument when Validate fails.
-func (l Lock) MySQL() (string, error) {
-	if err := l.Validate(); err != nil {
-		return "", err
-	}
-	s := " FOR UPDATE"
-	if l.Strength == ForShare {
-		s = " LOCK IN SHARE MODE"
-	}
-	switch l.Wait {
-	case NoWait:
-		s += " NOWAIT"
-	case SkipLocked:
-		s += " SKIP LOCKED"
-	case WaitTimeout:
-		s += " WAIT " + strconv.FormatInt(ceilSeconds(l.Timeout), 10)
-	}
-	return s, nil
-}
-
-// MapError maps err, returned by a statement that used this Lock's clause,
-// to the package's sentinels: under NoWait a lock conflict (PostgreSQL
-// 55P03, MySQL 3572, MariaDB 1205) becomes ErrLockNotAvailable; under Wait
-// or WaitTimeout a lock timeout (PostgreSQL 55P03 under lock_timeout,
-// MySQL/MariaDB 1205) becomes ErrLockTimeout; deadlocks become ErrDeadlock
-// and serialization failures ErrSerialization (PostgreSQL 40001, MariaDB
-// 1020). If ctx has ended and err is not one of those, the wait was ended
-// by the caller, not by the server: the result matches ctx.Err()
-// (errors.Join(ctx.Err(), err) unless err already matches it) and not
-// ErrLockTimeout. The driver error stays in the chain. Other errors (and
-// nil) are returned unchanged.
-func (l Lock) MapError(ctx context.Context, err error) error {
-	return mapError(ctx, err, l.Wait, false)
-}
-
-// Server limits of the lock-wait settings this package writes. A duration
-// converts to a server value by rounding up to the server's unit (so a
-// positive duration never becomes 0, which means "no timeout" to
-// PostgreSQL's lock_timeout and NOWAIT to MariaDB's WAIT) and saturating at
-// the server's maximum (a longer wait than the server can express is
-// clamped: the wait may end earlier than asked, with ErrLockTimeout, never
-// later). Negative durations are rejected before any conversion.
-const (
-	// pgMaxMillis is the maximum of PostgreSQL's lock_timeout (and
-	// idle_session_timeout): INT_MAX milliseconds, about 24.8 days.
-	pgMaxMillis = math.MaxInt32
-	// myMaxWaitSeconds is the largest MariaDB WAIT n: n sets the
-	// statement's lock_wait_timeout, whose maximum is 31536000 s (365
-	// days); larger values are truncated by the server with a warning.
-	myMaxWaitSeconds = 31536000
-	// myMaxLockWaitTimeout is the maximum of innodb_lock_wait_timeout on
-	// MariaDB 10.11 (100000000 s, about 3.2 years); MySQL 8 allows
-	// 1073741824, so this value is valid on both.
-	myMaxLockWaitTimeout = 100000000
-)
-
-// ceilUnits returns d in units of unit, rounded up, at least 1 and at
-// most limit. d must be positive; it never overflows (d + unit - 1 would,
-// for d near math.MaxInt64).
-func ceilUnits(d, unit time.Duration, limit int64) int64 {
-	n := int64(d / unit)
-	if d%unit != 0 {
-		n++
-	}
-	return min(max(n, 1), limit)
-}
-
-// ceilSeconds rounds d up to whole seconds for MariaDB's WAIT n: at least
-// 1 (WAIT 0 is NOWAIT), at most myMaxWaitSeconds.
-func ceilSeconds(d time.Duration) int64 { return ceilUnits(d, time.Second, myMaxWaitSeconds) }
-
-// pgInterval formats d for lock_timeout: milliseconds, rounded up, at least
-// 1 (0 disables the timeout), at most pgMaxMillis.
-func pgInterval(d time.Duration) string {
-	return strconv.FormatInt(ceilUnits(d, time.Millisecond, pgMaxMillis), 10) + "ms"
-}
-
-// rowsTarget validates what LockRows and LockRowsMySQL share: the
-// transaction, the table and column (validated and quoted with the
-// dialect's q) and the lock's clause in that dialect. It returns
-// ErrInvalidArgument, or the error of clause.
-func rowsTarget(tx any, table, column string, q func(parts ...string) (string, error), clause func() (string, error)) (t, c, cl string, err error) {
-	if handle.IsNil(tx) {
-		return "", "", "", invalid("nil transaction")
-	}
-	if t, err = q(table); err != nil {
-		return "", "", "", invalid("table: %w", err)
-	}
-	if c, err = q(column); err != nil {
-		return "", "", "", invalid("column: %w", err)
-	}
-	if cl, err = clause(); err != nil {
-		return "", "", "", err
-	}
-	return t, c, cl, nil
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/concurkit/concurkit/pessimistic"
+	"github.com/concurkit/concurkit/pessimistic/pessimisticmysql"
+	"github.com/concurkit/concurkit/pessimistic/pessimisticpg"
 	"github.com/concurkit/concurkit/retry"
 )
 
@@ -74,7 +76,7 @@ func TestLockModesPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer holder.Rollback(context.WithoutCancel(ctx))
-	if got, err := pessimistic.LockRows(ctx, holder, "inventory", "id", []int64{1}, pessimistic.Lock{}); err != nil || !slices.Equal(got, []int64{1}) {
+	if got, err := pessimisticpg.LockRows(ctx, holder, "inventory", "id", []int64{1}, pessimistic.Lock{}); err != nil || !slices.Equal(got, []int64{1}) {
 		t.Fatalf("holder: %v, %v", got, err)
 	}
 	for _, tc := range waitCases() {
@@ -83,12 +85,12 @@ func TestLockModesPostgres(t *testing.T) {
 			opts.Retry = once
 			var got []int64
 			var before, after string
-			err := pessimistic.InTx(ctx, pool, &opts, func(ctx context.Context, tx pgx.Tx) error {
+			err := pessimisticpg.InTx(ctx, pool, &opts, func(ctx context.Context, tx pgx.Tx) error {
 				if err := tx.QueryRow(ctx, "SELECT current_setting('lock_timeout')").Scan(&before); err != nil {
 					return err
 				}
 				var err error
-				if got, err = pessimistic.LockRows(ctx, tx, "inventory", "id", tc.keys, tc.lock); err != nil {
+				if got, err = pessimisticpg.LockRows(ctx, tx, "inventory", "id", tc.keys, tc.lock); err != nil {
 					return err
 				}
 				return tx.QueryRow(ctx, "SELECT current_setting('lock_timeout')").Scan(&after)
@@ -116,7 +118,7 @@ func TestLockModesMariaDB(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer holder.Rollback()
-	if got, err := pessimistic.LockRowsMySQL(ctx, holder, "inventory", "id", []int64{1}, pessimistic.Lock{}); err != nil || !slices.Equal(got, []int64{1}) {
+	if got, err := pessimisticmysql.LockRows(ctx, holder, "inventory", "id", []int64{1}, pessimistic.Lock{}); err != nil || !slices.Equal(got, []int64{1}) {
 		t.Fatalf("holder: %v, %v", got, err)
 	}
 	for _, tc := range waitCases() {
@@ -133,12 +135,12 @@ func TestLockModesMariaDB(t *testing.T) {
 				t.Fatal(err)
 			}
 			var got []int64
-			err = pessimistic.InTxMySQL(ctx, conn, &opts, func(ctx context.Context, tx *sql.Tx) error {
+			err = pessimisticmysql.InTx(ctx, conn, &opts, func(ctx context.Context, tx *sql.Tx) error {
 				if err := tx.QueryRowContext(ctx, "SELECT @@SESSION.innodb_lock_wait_timeout").Scan(&inside); err != nil {
 					return err
 				}
 				var err error
-				got, err = pessimistic.LockRowsMySQL(ctx, tx, "inventory", "id", tc.keys, tc.lock)
+				got, err = pessimisticmysql.LockRows(ctx, tx, "inventory", "id", tc.keys, tc.lock)
 				return err
 			})
 			checkWait(t, tc, got, err, func(err error) bool {
@@ -174,7 +176,7 @@ func TestStrengthsPostgres(t *testing.T) {
 	if _, err := holder.Exec(ctx, "SELECT id FROM inventory WHERE id = 1 FOR KEY SHARE"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pessimistic.LockRows(ctx, holder, "inventory", "id", []int64{2}, pessimistic.Lock{Strength: pessimistic.ForShare}); err != nil {
+	if _, err := pessimisticpg.LockRows(ctx, holder, "inventory", "id", []int64{2}, pessimistic.Lock{Strength: pessimistic.ForShare}); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -189,8 +191,8 @@ func TestStrengthsPostgres(t *testing.T) {
 		{"NoKeyUpdate vs Share", pessimistic.Lock{Strength: pessimistic.ForNoKeyUpdate, Wait: pessimistic.NoWait}, 2, pessimistic.ErrLockNotAvailable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := pessimistic.InTx(ctx, pool, &pessimistic.Options{Retry: once}, func(ctx context.Context, tx pgx.Tx) error {
-				_, err := pessimistic.LockRows(ctx, tx, "inventory", "id", []int64{tc.key}, tc.lock)
+			err := pessimisticpg.InTx(ctx, pool, &pessimistic.Options{Retry: once}, func(ctx context.Context, tx pgx.Tx) error {
+				_, err := pessimisticpg.LockRows(ctx, tx, "inventory", "id", []int64{tc.key}, tc.lock)
 				return err
 			})
 			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil && err != nil) {
@@ -214,7 +216,7 @@ func TestShareMariaDB(t *testing.T) {
 	}
 	defer holder.Rollback()
 	share := pessimistic.Lock{Strength: pessimistic.ForShare, Wait: pessimistic.NoWait}
-	if _, err := pessimistic.LockRowsMySQL(ctx, holder, "inventory", "id", []int64{1}, share); err != nil {
+	if _, err := pessimisticmysql.LockRows(ctx, holder, "inventory", "id", []int64{1}, share); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -227,8 +229,8 @@ func TestShareMariaDB(t *testing.T) {
 		{"NoKeyUpdate (= Update) vs Share", pessimistic.Lock{Strength: pessimistic.ForNoKeyUpdate, Wait: pessimistic.NoWait}, pessimistic.ErrLockNotAvailable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := pessimistic.InTxMySQL(ctx, db, &pessimistic.Options{Retry: once}, func(ctx context.Context, tx *sql.Tx) error {
-				_, err := pessimistic.LockRowsMySQL(ctx, tx, "inventory", "id", []int64{1}, tc.lock)
+			err := pessimisticmysql.InTx(ctx, db, &pessimistic.Options{Retry: once}, func(ctx context.Context, tx *sql.Tx) error {
+				_, err := pessimisticmysql.LockRows(ctx, tx, "inventory", "id", []int64{1}, tc.lock)
 				return err
 			})
 			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil && err != nil) {

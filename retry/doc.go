@@ -6,8 +6,18 @@
 // [0, min(MaxDelay, BaseDelay·2ⁿ)]), bounded by a number of attempts and an
 // optional elapsed-time budget. Errors that are not retryable are returned
 // at once; a cancelled context stops the loop between attempts and is joined
-// with the last error so that both match errors.Is.
+// with the last error so that both match errors.Is. When the budget runs
+// out, *ExhaustedError says how many attempts were made and whether the
+// time budget (MaxElapsed) or the attempt limit ended them.
 //
-// The zero Policy is valid and uses the documented defaults. The package is
-// shared by optimistic, pessimistic and distlock.
+// Retries are observed through hooks on the context (observe.WithHooks):
+// Hooks.Retry receives each retried failure with its delay, and a last
+// event with GaveUp set when the budget is used up. Without hooks the loop
+// allocates nothing per attempt.
+//
+// The zero Policy is valid and uses the documented defaults; a negative
+// field, or a nil function, is an error matching concurkit.ErrInvalidArgument.
+// The package imports only the standard library (and concurkit's own
+// stdlib-only packages). It is shared by optimistic, the pessimistic
+// transaction helpers and distlock.
 package retry

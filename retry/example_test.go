@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/concurkit/concurkit"
+	"github.com/concurkit/concurkit/observe"
 	"github.com/concurkit/concurkit/retry"
 )
 
@@ -26,6 +28,26 @@ func ExampleDo() {
 	})
 	fmt.Println(err, attempts)
 	// Output: <nil> 3
+}
+
+// Retries are observed through hooks on the context (package observe):
+// one event per retried failure, and one with GaveUp when the budget is
+// used up.
+func ExampleDo_observe() {
+	ctx := observe.WithHooks(context.Background(), &observe.Hooks{
+		Retry: func(_ context.Context, e observe.RetryEvent) {
+			fmt.Println(e.Package, e.Attempt, e.Err, e.GaveUp)
+		},
+	})
+	err := retry.Do(ctx, retry.Policy{MaxAttempts: 3, BaseDelay: time.Millisecond}, func(ctx context.Context) error {
+		return conflict{}
+	})
+	fmt.Println(err)
+	// Output:
+	// retry 1 version conflict false
+	// retry 2 version conflict false
+	// retry 3 version conflict true
+	// retry: gave up after 3 attempts: version conflict
 }
 
 func ExampleExhaustedError() {
@@ -52,6 +74,10 @@ func ExamplePolicy_Backoff() {
 }
 
 func ExamplePolicy_Validate() {
-	fmt.Println(retry.Policy{MaxAttempts: -1}.Validate())
-	// Output: retry: invalid policy: MaxAttempts -1 < 0
+	err := retry.Policy{MaxAttempts: -1}.Validate()
+	fmt.Println(err)
+	fmt.Println(errors.Is(err, concurkit.ErrInvalidArgument))
+	// Output:
+	// retry: invalid policy: MaxAttempts -1 < 0
+	// true
 }

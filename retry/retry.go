@@ -8,7 +8,9 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/concurkit/concurkit"
 	"github.com/concurkit/concurkit/internal/sqlerr"
+	"github.com/concurkit/concurkit/observe"
 )
 
 // Defaults used for the zero fields of a Policy.
@@ -18,8 +20,13 @@ const (
 	DefaultMaxDelay    = 500 * time.Millisecond
 )
 
-// ErrInvalidPolicy is returned by Do when a Policy field is negative.
-var ErrInvalidPolicy = errors.New("retry: invalid policy")
+// Bad input matches concurkit.ErrInvalidArgument (the module's one
+// bad-input sentinel): no caller needs to tell a bad Policy from another
+// bad argument, so the package defines no sentinel of its own.
+var (
+	errInvalidPolicy   = concurkit.InvalidArgumentError("retry: invalid policy")
+	errInvalidArgument = concurkit.InvalidArgumentError("retry: invalid argument")
+)
 
 // ErrExhausted matches every *ExhaustedError with errors.Is.
 var ErrExhausted = errors.New("retry: attempts exhausted")
@@ -44,26 +51,32 @@ type Policy struct {
 	// Retryable reports whether err is worth another attempt.
 	// Nil means IsRetryable.
 	Retryable func(err error) bool
-	// OnRetry, if set, is called before each backoff with the number of the
-	// attempt that failed (starting at 1), its error and the chosen delay.
-	// It is useful for metrics and logs.
-	OnRetry func(attempt int, err error, delay time.Duration)
 }
 
-// ExhaustedError reports that every allowed attempt failed with a
-// retryable error. It unwraps to the last error, so errors.Is(err,
-// optimistic.ErrConflict) still holds, and it matches ErrExhausted.
+// ExhaustedError reports that the policy's budget ran out while every
+// attempt failed with a retryable error: MaxAttempts attempts were made, or
+// (OutOfTime) the next backoff would have passed MaxElapsed. It unwraps to
+// the last error, so errors.Is(err, optimistic.ErrConflict) still holds,
+// and it matches ErrExhausted.
 type ExhaustedError struct {
 	Attempts int   // attempts made
 	Last     error // error of the last attempt
+	// OutOfTime is true when the MaxElapsed budget ended the loop, false
+	// when MaxAttempts did.
+	OutOfTime bool
 }
 
-// Error reports the attempts made and the last error, e.g. "retry: gave
-// up after 1 attempt: …" or "… after 3 attempts: …".
+// Error reports the attempts made, what ended them and the last error,
+// e.g. "retry: gave up after 1 attempt: …", "… after 3 attempts: …" or,
+// when MaxElapsed ended the loop, "… after 3 attempts (time budget used
+// up): …".
 func (e *ExhaustedError) Error() string {
 	noun := "attempts"
 	if e.Attempts == 1 {
 		noun = "attempt"
+	}
+	if e.OutOfTime {
+		noun += " (time budget used up)"
 	}
 	return fmt.Sprintf("retry: gave up after %d %s: %v", e.Attempts, noun, e.Last)
 }
@@ -94,17 +107,18 @@ func IsRetryable(err error) bool {
 	return sqlerr.Retryable(err)
 }
 
-// Validate reports ErrInvalidPolicy if a field is out of range.
+// Validate returns nil, or an error matching concurkit.ErrInvalidArgument
+// ("retry: invalid policy: …") if a field is negative.
 func (p Policy) Validate() error {
 	switch {
 	case p.MaxAttempts < 0:
-		return fmt.Errorf("%w: MaxAttempts %d < 0", ErrInvalidPolicy, p.MaxAttempts)
+		return fmt.Errorf("%w: MaxAttempts %d < 0", errInvalidPolicy, p.MaxAttempts)
 	case p.BaseDelay < 0:
-		return fmt.Errorf("%w: BaseDelay %v < 0", ErrInvalidPolicy, p.BaseDelay)
+		return fmt.Errorf("%w: BaseDelay %v < 0", errInvalidPolicy, p.BaseDelay)
 	case p.MaxDelay < 0:
-		return fmt.Errorf("%w: MaxDelay %v < 0", ErrInvalidPolicy, p.MaxDelay)
+		return fmt.Errorf("%w: MaxDelay %v < 0", errInvalidPolicy, p.MaxDelay)
 	case p.MaxElapsed < 0:
-		return fmt.Errorf("%w: MaxElapsed %v < 0", ErrInvalidPolicy, p.MaxElapsed)
+		return fmt.Errorf("%w: MaxElapsed %v < 0", errInvalidPolicy, p.MaxElapsed)
 	}
 	return nil
 }
@@ -155,17 +169,30 @@ func (p Policy) Backoff(attempt int) time.Duration {
 // *ExhaustedError when attempts or MaxElapsed are used up; and, when ctx
 // ends while waiting between attempts, errors.Join(ctx.Err(), last) so that
 // both the context error and the last failure match errors.Is. fn receives
-// ctx unchanged. An invalid policy or nil fn returns an error without
-// calling fn.
+// ctx unchanged. An invalid policy or a nil fn returns an error matching
+// concurkit.ErrInvalidArgument without calling fn.
+//
+// Observation: with hooks installed on ctx (observe.WithHooks), each
+// retried failure is reported to Hooks.Retry before its backoff
+// (RetryEvent{Package: "retry", Attempt, Err, Delay}), and once more with
+// GaveUp set when the budget is used up (the returned *ExhaustedError's
+// last failure). A failure that is not retried and the end of ctx are not
+// reported. Without hooks this costs nothing.
 func Do(ctx context.Context, p Policy, fn func(ctx context.Context) error) error {
 	if fn == nil {
-		return errors.New("retry: nil function")
+		return fmt.Errorf("%w: nil function", errInvalidArgument)
 	}
 	if err := p.Validate(); err != nil {
 		return err
 	}
 	p = p.withDefaults()
 	start := time.Now()
+	var t *time.Timer // one timer for every backoff of this call
+	defer func() {
+		if t != nil {
+			t.Stop()
+		}
+	}()
 	for attempt := 1; ; attempt++ {
 		err := fn(ctx)
 		if err == nil {
@@ -174,37 +201,42 @@ func Do(ctx context.Context, p Policy, fn func(ctx context.Context) error) error
 		if !p.Retryable(err) {
 			return err
 		}
-		if attempt >= p.MaxAttempts {
-			return &ExhaustedError{Attempts: attempt, Last: err}
-		}
 		delay := p.Backoff(attempt)
-		if p.MaxElapsed > 0 && time.Since(start)+delay > p.MaxElapsed {
-			return &ExhaustedError{Attempts: attempt, Last: err}
+		outOfTime := p.MaxElapsed > 0 && time.Since(start)+delay > p.MaxElapsed
+		if attempt >= p.MaxAttempts || outOfTime {
+			observe.FromContext(ctx).OnRetry(ctx, observe.RetryEvent{Package: "retry", Attempt: attempt, Err: err, GaveUp: true})
+			return &ExhaustedError{Attempts: attempt, Last: err, OutOfTime: outOfTime && attempt < p.MaxAttempts}
 		}
-		if p.OnRetry != nil {
-			p.OnRetry(attempt, err, delay)
-		}
-		if cerr := sleep(ctx, delay); cerr != nil {
+		observe.FromContext(ctx).OnRetry(ctx, observe.RetryEvent{Package: "retry", Attempt: attempt, Err: err, Delay: delay})
+		if cerr := sleep(ctx, &t, delay); cerr != nil {
 			return errors.Join(cerr, err)
 		}
 	}
 }
 
 // sleep waits for d or until ctx ends, whichever comes first, and returns
-// ctx.Err() in the second case.
-func sleep(ctx context.Context, d time.Duration) error {
+// ctx.Err() in the second case. *t is the caller's timer, created on first
+// use and reset afterwards, so that a loop allocates one timer however
+// many times it backs off.
+func sleep(ctx context.Context, t **time.Timer, d time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if d <= 0 {
 		return nil
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
+	if *t == nil {
+		*t = time.NewTimer(d)
+	} else {
+		// Since Go 1.23 Reset of a fired or stopped timer leaves no stale
+		// value in its channel.
+		(*t).Reset(d)
+	}
 	select {
 	case <-ctx.Done():
+		(*t).Stop()
 		return ctx.Err()
-	case <-t.C:
+	case <-(*t).C:
 		return nil
 	}
 }

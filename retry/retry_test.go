@@ -5,10 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/concurkit/concurkit"
+	"github.com/concurkit/concurkit/observe"
 	"github.com/concurkit/concurkit/retry"
 )
 
@@ -48,20 +52,142 @@ func TestDoReturnsPermanentAtOnce(t *testing.T) {
 	}
 }
 
+// recorder is a Hooks.Retry that records every event.
+type recorder struct {
+	mu     sync.Mutex
+	events []observe.RetryEvent
+}
+
+func (r *recorder) ctx(parent context.Context) context.Context {
+	return observe.WithHooks(parent, &observe.Hooks{Retry: func(_ context.Context, e observe.RetryEvent) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.events = append(r.events, e)
+	}})
+}
+
+func (r *recorder) get() []observe.RetryEvent {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]observe.RetryEvent(nil), r.events...)
+}
+
 func TestDoExhausts(t *testing.T) {
 	calls := 0
-	var retried []int
-	p := retry.Policy{MaxAttempts: 4, BaseDelay: time.Microsecond, OnRetry: func(n int, _ error, _ time.Duration) { retried = append(retried, n) }}
-	err := retry.Do(t.Context(), p, func(context.Context) error { calls++; return retryable{} })
+	var rec recorder
+	p := retry.Policy{MaxAttempts: 4, BaseDelay: time.Microsecond}
+	err := retry.Do(rec.ctx(t.Context()), p, func(context.Context) error { calls++; return retryable{} })
 	var ex *retry.ExhaustedError
-	if !errors.As(err, &ex) || ex.Attempts != 4 || calls != 4 {
-		t.Fatalf("err=%v calls=%d, want ExhaustedError after 4", err, calls)
+	if !errors.As(err, &ex) || ex.Attempts != 4 || calls != 4 || ex.OutOfTime {
+		t.Fatalf("err=%v calls=%d, want ExhaustedError after 4 (attempts, not time)", err, calls)
 	}
 	if !errors.Is(err, retry.ErrExhausted) || !errors.As(err, new(retryable)) {
 		t.Fatalf("ExhaustedError must match ErrExhausted and unwrap to the last error: %v", err)
 	}
+	var retried []int
+	for _, e := range rec.get() {
+		if !e.GaveUp {
+			retried = append(retried, e.Attempt)
+		}
+	}
 	if fmt.Sprint(retried) != "[1 2 3]" {
-		t.Fatalf("OnRetry saw %v, want [1 2 3]", retried)
+		t.Fatalf("Hooks.Retry saw retries of %v, want [1 2 3]", retried)
+	}
+}
+
+// TestDoHooks: one event per retried failure, before its backoff, with the
+// attempt's error and delay; one GaveUp event with the last error when the
+// budget runs out; nothing for a failure that is not retried.
+func TestDoHooks(t *testing.T) {
+	var rec recorder
+	ctx := rec.ctx(t.Context())
+	errs := []error{retryable{}, fmt.Errorf("wrapped: %w", retryable{}), retryable{}}
+	calls := 0
+	p := retry.Policy{MaxAttempts: 3, BaseDelay: time.Microsecond, MaxDelay: 4 * time.Microsecond}
+	err := retry.Do(ctx, p, func(ctx context.Context) error {
+		if n := len(rec.get()); n != calls {
+			t.Errorf("attempt %d began after %d events, want %d (one per failure, before the backoff)", calls+1, n, calls)
+		}
+		calls++
+		return errs[calls-1]
+	})
+	if !errors.Is(err, retry.ErrExhausted) {
+		t.Fatalf("err = %v", err)
+	}
+	got := rec.get()
+	if len(got) != 3 {
+		t.Fatalf("%d events, want 3: %+v", len(got), got)
+	}
+	for i, e := range got {
+		if e.Package != "retry" || e.Attempt != i+1 || e.Err != errs[i] {
+			t.Errorf("event %d = %+v, want Package retry, Attempt %d, Err %v", i, e, i+1, errs[i])
+		}
+		if gaveUp := i == 2; e.GaveUp != gaveUp {
+			t.Errorf("event %d GaveUp = %v", i, e.GaveUp)
+		}
+		if e.Delay < 0 || e.Delay > 4*time.Microsecond || e.GaveUp && e.Delay != 0 {
+			t.Errorf("event %d delay %v", i, e.Delay)
+		}
+	}
+
+	// Not retried: no event. Success after a retry: the retry only.
+	var rec2 recorder
+	_ = retry.Do(rec2.ctx(t.Context()), retry.Policy{}, func(context.Context) error { return errPermanent })
+	n := 0
+	_ = retry.Do(rec2.ctx(t.Context()), retry.Policy{BaseDelay: time.Microsecond}, func(context.Context) error {
+		if n++; n == 1 {
+			return retryable{}
+		}
+		return nil
+	})
+	if got := rec2.get(); len(got) != 1 || got[0].GaveUp || got[0].Attempt != 1 {
+		t.Fatalf("events %+v, want one retry of attempt 1", got)
+	}
+}
+
+// TestDoMaxElapsedGaveUp: the time budget ends the loop with OutOfTime,
+// says so, and reports GaveUp.
+func TestDoMaxElapsedGaveUp(t *testing.T) {
+	var rec recorder
+	p := retry.Policy{MaxAttempts: 1 << 30, BaseDelay: time.Millisecond, MaxDelay: time.Millisecond, MaxElapsed: 20 * time.Millisecond}
+	err := retry.Do(rec.ctx(t.Context()), p, func(context.Context) error { return retryable{} })
+	var ex *retry.ExhaustedError
+	if !errors.As(err, &ex) || !ex.OutOfTime {
+		t.Fatalf("err = %#v, want *ExhaustedError with OutOfTime", err)
+	}
+	want := fmt.Sprintf("retry: gave up after %d attempts (time budget used up): temporary", ex.Attempts)
+	if err.Error() != want {
+		t.Errorf("message %q, want %q", err, want)
+	}
+	got := rec.get()
+	if len(got) != ex.Attempts || !got[len(got)-1].GaveUp || got[len(got)-1].Attempt != ex.Attempts {
+		t.Fatalf("events %+v for %d attempts, want one per attempt, the last GaveUp", got, ex.Attempts)
+	}
+}
+
+// TestDoNoHooksAllocs: without hooks the loop allocates nothing per
+// attempt: a call that fails 10 times allocates what a call that fails
+// three times does (the timer, the ExhaustedError). (Three, not two: a
+// backoff of 0 creates no timer, and two of them in a row are unlikely.)
+func TestDoNoHooksAllocs(t *testing.T) {
+	ctx := context.Background()
+	always := func(error) bool { return true } // IsRetryable's errors.As allocates; not what is measured
+	var err error = retryable{}
+	fail := func(context.Context) error { return err }
+	allocs := func(attempts int) float64 {
+		p := retry.Policy{MaxAttempts: attempts, BaseDelay: time.Microsecond, MaxDelay: time.Microsecond, Retryable: always}
+		return testing.AllocsPerRun(10, func() { _ = retry.Do(ctx, p, fail) })
+	}
+	three, ten := allocs(3), allocs(10)
+	t.Logf("allocations: %v for 3 attempts, %v for 10", three, ten)
+	if ten != three {
+		t.Fatalf("%v allocations for 10 attempts, %v for 3: the loop allocates per attempt", ten, three)
+	}
+	// Hooks installed but without a Retry callback cost nothing either.
+	hctx := observe.WithHooks(ctx, &observe.Hooks{})
+	p := retry.Policy{MaxAttempts: 10, BaseDelay: time.Microsecond, MaxDelay: time.Microsecond, Retryable: always}
+	if with := testing.AllocsPerRun(10, func() { _ = retry.Do(hctx, p, fail) }); with != ten {
+		t.Fatalf("%v allocations with empty hooks, %v without", with, ten)
 	}
 }
 
@@ -69,7 +195,7 @@ func TestDoMaxElapsed(t *testing.T) {
 	p := retry.Policy{MaxAttempts: 1 << 30, BaseDelay: time.Millisecond, MaxDelay: time.Millisecond, MaxElapsed: 20 * time.Millisecond}
 	var calls atomic.Int64
 	err := retry.Do(t.Context(), p, func(context.Context) error { calls.Add(1); return retryable{} })
-	if !errors.Is(err, retry.ErrExhausted) {
+	if !errors.Is(err, retry.ErrExhausted) || !errors.As(err, new(*retry.ExhaustedError)) {
 		t.Fatalf("err=%v, want exhausted by MaxElapsed", err)
 	}
 	if calls.Load() < 2 {
@@ -124,13 +250,20 @@ func TestDoBadInput(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			called := false
 			err := retry.Do(t.Context(), tc.p, func(context.Context) error { called = true; return nil })
-			if !errors.Is(err, retry.ErrInvalidPolicy) || called {
+			if !errors.Is(err, concurkit.ErrInvalidArgument) || called {
 				t.Fatalf("err=%v called=%v", err, called)
+			}
+			if !strings.HasPrefix(err.Error(), "retry: invalid policy: ") {
+				t.Errorf("message %q", err)
+			}
+			if err := tc.p.Validate(); !errors.Is(err, concurkit.ErrInvalidArgument) {
+				t.Errorf("Validate = %v", err)
 			}
 		})
 	}
-	if err := retry.Do(t.Context(), retry.Policy{}, nil); err == nil {
-		t.Fatal("nil fn accepted")
+	err := retry.Do(t.Context(), retry.Policy{}, nil)
+	if !errors.Is(err, concurkit.ErrInvalidArgument) || err.Error() != "retry: invalid argument: nil function" {
+		t.Fatalf("nil fn: %v, want concurkit.ErrInvalidArgument", err)
 	}
 }
 

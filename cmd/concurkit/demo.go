@@ -14,6 +14,7 @@ import (
 
 	"github.com/concurkit/concurkit/internal/ident"
 	"github.com/concurkit/concurkit/internal/redact"
+	"github.com/concurkit/concurkit/observe"
 	"github.com/concurkit/concurkit/optimistic"
 	"github.com/concurkit/concurkit/retry"
 )
@@ -166,10 +167,13 @@ func runDemo(ctx context.Context, c *command, args []string, stdout, stderr io.W
 // a barrier, try to buy it.
 func race(ctx context.Context, s strategy, n int) (*outcome, int, time.Duration, error) {
 	o := new(outcome)
-	policy := retry.Policy{
-		MaxAttempts: 100, BaseDelay: time.Millisecond, MaxDelay: 50 * time.Millisecond,
-		OnRetry: func(int, error, time.Duration) { o.retries.Add(1) },
-	}
+	policy := retry.Policy{MaxAttempts: 100, BaseDelay: time.Millisecond, MaxDelay: 50 * time.Millisecond}
+	// Count the retries (not the final give-up) through the observe hooks.
+	ctx = observe.WithHooks(ctx, &observe.Hooks{Retry: func(_ context.Context, e observe.RetryEvent) {
+		if !e.GaveUp {
+			o.retries.Add(1)
+		}
+	}})
 	if err := s.reset(ctx); err != nil {
 		return nil, 0, 0, err
 	}

@@ -16,6 +16,8 @@ import (
 	"github.com/concurkit/concurkit/optimistic/optimisticmysql"
 	"github.com/concurkit/concurkit/optimistic/optimisticpg"
 	"github.com/concurkit/concurkit/pessimistic"
+	"github.com/concurkit/concurkit/pessimistic/pessimisticmysql"
+	"github.com/concurkit/concurkit/pessimistic/pessimisticpg"
 	"github.com/concurkit/concurkit/retry"
 )
 
@@ -135,8 +137,8 @@ func postgresStrategies(pool *pgxpool.Pool) []strategy {
 		return func(ctx context.Context, p retry.Policy) error {
 			o := opts // each buyer its own copy: the closure is shared
 			o.Retry = p
-			return pessimistic.InTx(ctx, pool, &o, func(ctx context.Context, tx pgx.Tx) error {
-				if _, err := pessimistic.LockRows(ctx, tx, "inventory", "id", []int64{1}, lock); err != nil {
+			return pessimisticpg.InTx(ctx, pool, &o, func(ctx context.Context, tx pgx.Tx) error {
+				if _, err := pessimisticpg.LockRows(ctx, tx, "inventory", "id", []int64{1}, lock); err != nil {
 					return err
 				}
 				return buyIn(ctx, tx.QueryRow(ctx, pgStock).Scan, func() error { _, err := tx.Exec(ctx, pgDecrement); return err })
@@ -161,7 +163,7 @@ func postgresStrategies(pool *pgxpool.Pool) []strategy {
 		{db: "postgres", name: "FOR UPDATE", reset: reset, stock: stock, buy: locked(pessimistic.Lock{}, pessimistic.Options{})},
 		{db: "postgres", name: "NOWAIT + retry", reset: reset, stock: stock, buy: locked(pessimistic.Lock{Wait: pessimistic.NoWait}, pessimistic.Options{RetryLockNotAvailable: true})},
 		{db: "postgres", name: "SERIALIZABLE + retry", reset: reset, stock: stock, buy: func(ctx context.Context, p retry.Policy) error {
-			return pessimistic.InTx(ctx, pool, &pessimistic.Options{Isolation: sql.LevelSerializable, Retry: p}, func(ctx context.Context, tx pgx.Tx) error {
+			return pessimisticpg.InTx(ctx, pool, &pessimistic.Options{Isolation: sql.LevelSerializable, Retry: p}, func(ctx context.Context, tx pgx.Tx) error {
 				return buyIn(ctx, tx.QueryRow(ctx, pgStock).Scan, func() error { _, err := tx.Exec(ctx, pgDecrement); return err })
 			})
 		}},
@@ -178,8 +180,8 @@ func mysqlStrategies(db *sql.DB) []strategy {
 		return func(ctx context.Context, p retry.Policy) error {
 			o := opts // each buyer its own copy: the closure is shared
 			o.Retry = p
-			return pessimistic.InTxMySQL(ctx, db, &o, func(ctx context.Context, tx *sql.Tx) error {
-				if _, err := pessimistic.LockRowsMySQL(ctx, tx, "inventory", "id", []int64{1}, lock); err != nil {
+			return pessimisticmysql.InTx(ctx, db, &o, func(ctx context.Context, tx *sql.Tx) error {
+				if _, err := pessimisticmysql.LockRows(ctx, tx, "inventory", "id", []int64{1}, lock); err != nil {
 					return err
 				}
 				return buyIn(ctx, tx.QueryRowContext(ctx, pgStock).Scan, func() error { _, err := tx.ExecContext(ctx, pgDecrement); return err })

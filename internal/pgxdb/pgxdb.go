@@ -20,9 +20,18 @@ type DBTX interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// Beginner starts pgx transactions: *pgxpool.Pool, *pgxpool.Conn and
-// *pgx.Conn satisfy it.
+// Beginner starts pgx transactions, in pgx's own shape (the db of
+// pgx.BeginFunc): *pgxpool.Pool, *pgxpool.Conn and *pgx.Conn begin a
+// transaction, and pgx.Tx begins a pseudo-nested one (a savepoint), so a
+// helper that takes a Beginner also works inside a transaction the caller
+// opened.
 type Beginner interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// TxBeginner starts pgx transactions with options (isolation level):
+// *pgxpool.Pool, *pgxpool.Conn and *pgx.Conn satisfy it; pgx.Tx does not.
+type TxBeginner interface {
 	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
 }
 
@@ -34,4 +43,9 @@ var (
 	_ Beginner = (*pgxpool.Pool)(nil)
 	_ Beginner = (*pgxpool.Conn)(nil)
 	_ Beginner = (*pgx.Conn)(nil)
+	_ Beginner = pgx.Tx(nil)
+
+	_ TxBeginner = (*pgxpool.Pool)(nil)
+	_ TxBeginner = (*pgxpool.Conn)(nil)
+	_ TxBeginner = (*pgx.Conn)(nil)
 )

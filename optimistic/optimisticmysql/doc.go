@@ -2,7 +2,7 @@
 // go-sql-driver/mysql) adapter of package optimistic: Update is the
 // version-checked compare-and-swap of one row. The types, sentinels and
 // the retry loop are in optimistic; multi-row work goes inside
-// pessimistic.InTxMySQL, which retries optimistic.ErrConflict.
+// pessimisticmysql.InTx, which retries optimistic.ErrConflict.
 //
 // Neither server has UPDATE … RETURNING. The statement is the hand-written
 // CAS (UPDATE … WHERE key = ? AND version = ?), one round trip on success

@@ -2,7 +2,7 @@
 // optimistic: Update is the version-checked compare-and-swap of one row,
 // in one statement and one round trip. The types, sentinels and the retry
 // loop are in optimistic; multi-row work goes inside
-// pessimistic.InTx, which retries optimistic.ErrConflict.
+// pessimisticpg.InTx, which retries optimistic.ErrConflict.
 //
 // The statement is a CTE whose UPDATE … RETURNING writes the row and whose
 // outer SELECT reports whether the key exists, so a miss tells a conflict

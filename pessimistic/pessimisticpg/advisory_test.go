@@ -1,4 +1,4 @@
-package pessimistic_test
+package pessimisticpg_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/concurkit/concurkit/pessimistic"
+	"github.com/concurkit/concurkit/pessimistic/pessimisticpg"
 )
 
 func acquire(t *testing.T, pool *pgxpool.Pool) *pgxpool.Conn {
@@ -28,7 +29,7 @@ func TestAdvisorySessionLock(t *testing.T) {
 	a, b := acquire(t, pool), acquire(t, pool)
 	key := pessimistic.AdvisoryKey("orders/42")
 
-	la, err := pessimistic.TryAdvisoryLock(ctx, a.Conn(), key)
+	la, err := pessimisticpg.TryAdvisoryLock(ctx, a.Conn(), key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,29 +37,29 @@ func TestAdvisorySessionLock(t *testing.T) {
 		t.Errorf("Key() = %d, want %d", la.Key(), key)
 	}
 	// Held by session a: b's tries fail, at session and transaction level.
-	if _, err := pessimistic.TryAdvisoryLock(ctx, b.Conn(), key); !errors.Is(err, pessimistic.ErrLockNotAvailable) {
+	if _, err := pessimisticpg.TryAdvisoryLock(ctx, b.Conn(), key); !errors.Is(err, pessimistic.ErrLockNotAvailable) {
 		t.Fatalf("try while held: %v, want ErrLockNotAvailable", err)
 	}
-	err = pessimistic.InTx(ctx, b, nil, func(ctx context.Context, tx pgx.Tx) error {
-		return pessimistic.TryAdvisoryXactLock(ctx, tx, key)
+	err = pessimisticpg.InTx(ctx, b, nil, func(ctx context.Context, tx pgx.Tx) error {
+		return pessimisticpg.TryAdvisoryXactLock(ctx, tx, key)
 	})
 	if !errors.Is(err, pessimistic.ErrLockNotAvailable) {
 		t.Fatalf("xact try while held: %v, want ErrLockNotAvailable", err)
 	}
 	// A transaction's end does not release a session lock.
-	if err := pessimistic.InTx(ctx, a, nil, func(context.Context, pgx.Tx) error { return nil }); err != nil {
+	if err := pessimisticpg.InTx(ctx, a, nil, func(context.Context, pgx.Tx) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pessimistic.TryAdvisoryLock(ctx, b.Conn(), key); !errors.Is(err, pessimistic.ErrLockNotAvailable) {
+	if _, err := pessimisticpg.TryAdvisoryLock(ctx, b.Conn(), key); !errors.Is(err, pessimistic.ErrLockNotAvailable) {
 		t.Fatalf("try after a's transaction: %v, want ErrLockNotAvailable", err)
 	}
 
 	// A blocking AdvisoryLock on b waits until a releases.
 	got := make(chan error, 1)
-	var lb *pessimistic.SessionLock
+	var lb *pessimisticpg.SessionLock
 	go func() {
 		var err error
-		lb, err = pessimistic.AdvisoryLock(ctx, b.Conn(), key)
+		lb, err = pessimisticpg.AdvisoryLock(ctx, b.Conn(), key)
 		got <- err
 	}()
 	waiter := b.Conn().PgConn().PID()
@@ -74,7 +75,7 @@ func TestAdvisorySessionLock(t *testing.T) {
 		t.Fatalf("blocking lock after release: %v", err)
 	}
 	// Now b holds it; a's try fails; b's release frees it.
-	if _, err := pessimistic.TryAdvisoryLock(ctx, a.Conn(), key); !errors.Is(err, pessimistic.ErrLockNotAvailable) {
+	if _, err := pessimisticpg.TryAdvisoryLock(ctx, a.Conn(), key); !errors.Is(err, pessimistic.ErrLockNotAvailable) {
 		t.Fatalf("a's try while b holds: %v", err)
 	}
 	if err := lb.Release(ctx); err != nil {
@@ -83,7 +84,7 @@ func TestAdvisorySessionLock(t *testing.T) {
 	if err := lb.Release(ctx); err != nil {
 		t.Errorf("second Release = %v, want the first call's nil", err)
 	}
-	l, err := pessimistic.TryAdvisoryLock(ctx, a.Conn(), key)
+	l, err := pessimisticpg.TryAdvisoryLock(ctx, a.Conn(), key)
 	if err != nil {
 		t.Fatalf("try after release: %v", err)
 	}
@@ -106,24 +107,24 @@ func TestAdvisoryXactLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	if err := pessimistic.AdvisoryXactLock(ctx, tx, key); err != nil {
+	if err := pessimisticpg.AdvisoryXactLock(ctx, tx, key); err != nil {
 		t.Fatal(err)
 	}
-	if err := pessimistic.TryAdvisoryXactLock(ctx, tx, key); err != nil {
+	if err := pessimisticpg.TryAdvisoryXactLock(ctx, tx, key); err != nil {
 		t.Fatalf("re-taking in the same transaction: %v", err)
 	}
-	if _, err := pessimistic.TryAdvisoryLock(ctx, b.Conn(), key); !errors.Is(err, pessimistic.ErrLockNotAvailable) {
+	if _, err := pessimisticpg.TryAdvisoryLock(ctx, b.Conn(), key); !errors.Is(err, pessimistic.ErrLockNotAvailable) {
 		t.Fatalf("try while held by a transaction: %v", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// Released at commit.
-	err = pessimistic.InTx(ctx, b, nil, func(ctx context.Context, tx pgx.Tx) error {
-		if err := pessimistic.TryAdvisoryXactLock(ctx, tx, key); err != nil {
+	err = pessimisticpg.InTx(ctx, b, nil, func(ctx context.Context, tx pgx.Tx) error {
+		if err := pessimisticpg.TryAdvisoryXactLock(ctx, tx, key); err != nil {
 			return err
 		}
-		return pessimistic.AdvisoryXactLock(ctx, tx, key)
+		return pessimisticpg.AdvisoryXactLock(ctx, tx, key)
 	})
 	if err != nil {
 		t.Fatalf("after commit: %v", err)

@@ -1,4 +1,4 @@
-package pessimistic
+package pessimisticpg
 
 import (
 	"context"
@@ -9,32 +9,39 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/concurkit/concurkit/internal/handle"
+	"github.com/concurkit/concurkit/pessimistic"
+	"github.com/concurkit/concurkit/pessimistic/internal/txn"
 )
 
-// PostgreSQL advisory-lock statements. Keys are bigint; AdvisoryKey maps
-// names to keys.
+// PostgreSQL advisory-lock statements. Keys are bigint;
+// pessimistic.AdvisoryKey maps names to keys.
 const (
-	pgAdvisoryXactLock    = "SELECT pg_advisory_xact_lock($1)"
-	pgTryAdvisoryXactLock = "SELECT pg_try_advisory_xact_lock($1)"
-	pgAdvisoryLock        = "SELECT pg_advisory_lock($1)"
-	pgTryAdvisoryLock     = "SELECT pg_try_advisory_lock($1)"
-	pgAdvisoryUnlock      = "SELECT pg_advisory_unlock($1)"
+	advisoryXactLock    = "SELECT pg_advisory_xact_lock($1)"
+	tryAdvisoryXactLock = "SELECT pg_try_advisory_xact_lock($1)"
+	advisoryLock        = "SELECT pg_advisory_lock($1)"
+	tryAdvisoryLock     = "SELECT pg_try_advisory_lock($1)"
+	advisoryUnlock      = "SELECT pg_advisory_unlock($1)"
 )
 
 // AdvisoryXactLock takes the exclusive transaction-level advisory lock key
 // (pg_advisory_xact_lock), waiting while another session holds it. The lock
 // is released when tx commits or rolls back; there is no unlock. Taking it
-// again in the same transaction succeeds at once.
+// again in the same transaction succeeds at once. A wait that ends by
+// lock_timeout or ctx is reported to the observe hooks on ctx
+// (Hooks.LockWait, Key the decimal key).
 //
-// Errors: ErrInvalidArgument (nil tx); ErrLockTimeout when lock_timeout
-// expires; ErrDeadlock; an error matching ctx.Err() (not ErrLockTimeout)
-// when ctx ends during the wait.
+// Errors: concurkit.ErrInvalidArgument (nil tx); ErrLockTimeout when
+// lock_timeout expires; ErrDeadlock; an error matching ctx.Err() (not
+// ErrLockTimeout) when ctx ends during the wait.
 func AdvisoryXactLock(ctx context.Context, tx DBTX, key int64) error {
 	if handle.IsNil(tx) {
 		return invalid("nil transaction")
 	}
-	if _, err := tx.Exec(ctx, pgAdvisoryXactLock, key); err != nil {
-		return mapError(ctx, err, Wait, false)
+	start := time.Now()
+	if _, err := tx.Exec(ctx, advisoryXactLock, key); err != nil {
+		err = mapError(ctx, err, pessimistic.Wait, false)
+		txn.AdvisoryWait(ctx, pkg, key, start, err)
+		return err
 	}
 	return nil
 }
@@ -42,19 +49,23 @@ func AdvisoryXactLock(ctx context.Context, tx DBTX, key int64) error {
 // TryAdvisoryXactLock takes the transaction-level advisory lock key without
 // waiting (pg_try_advisory_xact_lock). It returns nil when the lock is now
 // held by tx's transaction, ErrLockNotAvailable when another session holds
-// it, ErrInvalidArgument for a nil tx, or the driver error.
+// it (reported to Hooks.LockWait), concurkit.ErrInvalidArgument for a nil
+// tx, or the driver error.
 func TryAdvisoryXactLock(ctx context.Context, tx DBTX, key int64) error {
 	if handle.IsNil(tx) {
 		return invalid("nil transaction")
 	}
+	start := time.Now()
 	var ok bool
-	if err := tx.QueryRow(ctx, pgTryAdvisoryXactLock, key).Scan(&ok); err != nil {
-		return mapError(ctx, err, NoWait, false)
+	err := tx.QueryRow(ctx, tryAdvisoryXactLock, key).Scan(&ok)
+	switch {
+	case err != nil:
+		err = mapError(ctx, err, pessimistic.NoWait, false)
+	case !ok:
+		err = pessimistic.ErrLockNotAvailable
 	}
-	if !ok {
-		return ErrLockNotAvailable
-	}
-	return nil
+	txn.AdvisoryWait(ctx, pkg, key, start, err)
+	return err
 }
 
 // SessionLock is a held session-level advisory lock, returned by
@@ -92,9 +103,9 @@ const (
 // frees every lock it held, and returns an error wrapping the cause: the
 // connection is then unusable (a pgxpool connection is destroyed when it
 // is released back to the pool). It returns nil once the unlock is
-// confirmed, ErrNotHeld if the server says the session did not hold the
-// lock (the connection stays open), and ErrInvalidArgument for a nil or
-// zero SessionLock.
+// confirmed, pessimistic.ErrNotHeld if the server says the session did not
+// hold the lock (the connection stays open), and
+// concurkit.ErrInvalidArgument for a nil or zero SessionLock.
 func (l *SessionLock) Release(ctx context.Context) error {
 	if l == nil || l.conn == nil {
 		return invalid("Release of a nil or zero SessionLock")
@@ -111,17 +122,17 @@ func (l *SessionLock) release(ctx context.Context) error {
 	uctx, cancel := context.WithTimeout(uctx, releaseTimeout)
 	defer cancel()
 	var ok bool
-	err := l.conn.QueryRow(uctx, pgAdvisoryUnlock, l.key).Scan(&ok)
+	err := l.conn.QueryRow(uctx, advisoryUnlock, l.key).Scan(&ok)
 	if err == nil {
 		if !ok {
-			return ErrNotHeld
+			return pessimistic.ErrNotHeld
 		}
 		return nil
 	}
 	cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
 	defer ccancel()
 	_ = l.conn.Close(cctx) // always closes the socket, whatever it returns
-	return fmt.Errorf("pessimistic: advisory unlock not confirmed, connection closed (which frees the lock): %w", err)
+	return fmt.Errorf("pessimisticpg: advisory unlock not confirmed, connection closed (which frees the lock): %w", err)
 }
 
 // AdvisoryLock takes the exclusive session-level advisory lock key on conn
@@ -130,37 +141,48 @@ func (l *SessionLock) release(ctx context.Context) error {
 // connection, so conn must be one dedicated connection (from a pool:
 // c, _ := pool.Acquire(ctx); AdvisoryLock(ctx, c.Conn(), key)), which must
 // not go back to the pool before Release. The lock is re-entrant: the same
-// session can take it again, and must release it as many times.
+// session can take it again, and must release it as many times. A wait
+// that ends by lock_timeout or ctx is reported to the observe hooks on ctx
+// (Hooks.LockWait, Key the decimal key).
 //
-// Errors: ErrInvalidArgument (nil conn); ErrLockTimeout when lock_timeout
-// expires; ErrDeadlock; an error matching ctx.Err() (not ErrLockTimeout)
-// when ctx ends during the wait (pgx then closes the connection, which
-// frees anything the session held).
+// Errors: concurkit.ErrInvalidArgument (nil conn); ErrLockTimeout when
+// lock_timeout expires; ErrDeadlock; an error matching ctx.Err() (not
+// ErrLockTimeout) when ctx ends during the wait (pgx then closes the
+// connection, which frees anything the session held).
 func AdvisoryLock(ctx context.Context, conn *pgx.Conn, key int64) (*SessionLock, error) {
 	if conn == nil {
 		return nil, invalid("nil connection")
 	}
-	if _, err := conn.Exec(ctx, pgAdvisoryLock, key); err != nil {
-		return nil, mapError(ctx, err, Wait, false)
+	start := time.Now()
+	if _, err := conn.Exec(ctx, advisoryLock, key); err != nil {
+		err = mapError(ctx, err, pessimistic.Wait, false)
+		txn.AdvisoryWait(ctx, pkg, key, start, err)
+		return nil, err
 	}
 	return &SessionLock{conn: conn, key: key}, nil
 }
 
 // TryAdvisoryLock takes the session-level advisory lock key on conn without
 // waiting (pg_try_advisory_lock). It returns the handle, or
-// ErrLockNotAvailable when another session holds the lock,
-// ErrInvalidArgument for a nil conn, or the driver error. See AdvisoryLock
-// for the rules on conn.
+// ErrLockNotAvailable when another session holds the lock (reported to
+// Hooks.LockWait), concurkit.ErrInvalidArgument for a nil conn, or the
+// driver error. See AdvisoryLock for the rules on conn.
 func TryAdvisoryLock(ctx context.Context, conn *pgx.Conn, key int64) (*SessionLock, error) {
 	if conn == nil {
 		return nil, invalid("nil connection")
 	}
+	start := time.Now()
 	var ok bool
-	if err := conn.QueryRow(ctx, pgTryAdvisoryLock, key).Scan(&ok); err != nil {
-		return nil, mapError(ctx, err, NoWait, false)
+	err := conn.QueryRow(ctx, tryAdvisoryLock, key).Scan(&ok)
+	switch {
+	case err != nil:
+		err = mapError(ctx, err, pessimistic.NoWait, false)
+	case !ok:
+		err = pessimistic.ErrLockNotAvailable
 	}
-	if !ok {
-		return nil, ErrLockNotAvailable
+	if err != nil {
+		txn.AdvisoryWait(ctx, pkg, key, start, err)
+		return nil, err
 	}
 	return &SessionLock{conn: conn, key: key}, nil
 }
