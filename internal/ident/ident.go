@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // Maximum identifier lengths in bytes.
@@ -64,9 +62,20 @@ func Postgres(parts ...string) (string, error) {
 			return "", fmt.Errorf("postgres name part %d: %w", i, err)
 		}
 	}
-	// Identical to pgx's own quoting; the NUL stripping it also does is moot
-	// after validation.
-	return pgx.Identifier(parts).Sanitize(), nil
+	// The output of pgx.Identifier(parts).Sanitize() (tested), written out
+	// so that the MySQL and core packages that quote through this package
+	// do not link pgx; the NUL stripping pgx also does is moot after
+	// validation.
+	var b strings.Builder
+	for i, p := range parts {
+		if i > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteByte('"')
+		b.WriteString(strings.ReplaceAll(p, `"`, `""`))
+		b.WriteByte('"')
+	}
+	return b.String(), nil
 }
 
 // MySQL validates each part for MySQL/MariaDB (non-empty, at most MaxMySQL
