@@ -43,6 +43,16 @@
 // VersionColumn, a fenced write is invisible to CAS writers, which then
 // silently undo it.
 //
+// The bump protects the optimistic writers from the fenced one; it does
+// not check the version the fenced writer read. A fenced job that computes
+// new values from the row (a read-modify-write, such as moving money)
+// therefore reads it with SELECT … FOR UPDATE in the transaction of its
+// fenced write: concurrent CAS writers queue behind the row lock, then see
+// the new version and retry. Lock rows in a fixed order (by key) so jobs
+// and transfers do not deadlock. The adapters' TestFencedJobWithCASTransfers
+// run exactly this against concurrent two-row transfers and keep the total
+// exact; without VersionColumn the same test creates and destroys money.
+//
 // The one call for "hold a lease, write fenced and versioned" is
 // distlock.Do with fencedpg.Update (or fencedmysql.Update) on such a
 // Table, given lease.Token(); see fencedpg's ExampleUpdate_withLease.

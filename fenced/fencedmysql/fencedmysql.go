@@ -107,7 +107,9 @@ func write(ctx context.Context, db DBTX, st *guard.Stmt, key any, token fenced.T
 // results. As with Write, a write that changed nothing costs a second
 // query (a locking read), an accepted one is one round trip, and
 // cancellation stops the statement on the server or reports
-// *concurkit.AmbiguousCommitError.
+// *concurkit.AmbiguousCommitError. As with fencedpg.Update, read a row
+// whose new values derive from it with SELECT … FOR UPDATE in the same
+// transaction.
 func Update(ctx context.Context, db DBTX, t fenced.Table, key any, token fenced.Token, set map[string]any) error {
 	st, err := prepare(&updates, buildUpdate, db, t, key, token, set)
 	if err != nil {

@@ -92,6 +92,11 @@ func write(ctx context.Context, db DBTX, st *guard.Stmt, key any, token fenced.T
 // a second query, only on that failure path; the refusal is reported to
 // observe.Hooks.FenceRejected with the token seen), and the errors of
 // Write otherwise.
+//
+// When the new values are computed from the row (a read-modify-write),
+// read it with SELECT … FOR UPDATE in the transaction tx passed as db, so
+// that no compare-and-swap writer changes it in between; see the package
+// fenced documentation and ExampleUpdate_withLease.
 func Update(ctx context.Context, db DBTX, t fenced.Table, key any, token fenced.Token, set map[string]any) error {
 	st, err := prepare(&updates, buildUpdate, db, t, key, token, set)
 	if err != nil {
