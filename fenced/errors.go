@@ -47,11 +47,7 @@ func (e *sentinel) Unwrap() error     { return e.kind }
 
 type notFound struct{ sentinel }
 
-// Is reports whether target is sql.ErrNoRows or a driver's no-rows
-// sentinel that wraps it directly: pgx.ErrNoRows, which this stdlib-only
-// package cannot name. It is deliberately not errors.Is(target,
-// sql.ErrNoRows), which would also make ErrNotFound match other packages'
-// not-found sentinels that match sql.ErrNoRows the same way.
-func (e *notFound) Is(target error) bool {
-	return target == sql.ErrNoRows || errors.Unwrap(target) == sql.ErrNoRows
-}
+// Is reports whether target is, or wraps, sql.ErrNoRows: pgx.ErrNoRows
+// (which wraps it, and which this stdlib-only package cannot name) and the
+// other concurkit not-found sentinels (optimistic.ErrNotFound) included.
+func (e *notFound) Is(target error) bool { return errors.Is(target, sql.ErrNoRows) }

@@ -7,10 +7,10 @@ import (
 )
 
 // PutUpdater is the part of *dynamodb.Client that writes items both ways:
-// PutItem (replace) and UpdateItem.
+// conditional puts and updates (upsertdynamo's Client).
 type PutUpdater interface {
 	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
-	Updater
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 }
 
 var _ PutUpdater = (*dynamodb.Client)(nil)

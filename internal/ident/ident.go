@@ -62,10 +62,10 @@ func Postgres(parts ...string) (string, error) {
 			return "", fmt.Errorf("postgres name part %d: %w", i, err)
 		}
 	}
-	// The output of pgx.Identifier(parts).Sanitize() (tested), written out
-	// so that the MySQL and core packages that quote through this package
-	// do not link pgx; the NUL stripping pgx also does is moot after
-	// validation.
+	// The same output as pgx.Identifier(parts).Sanitize() (the NUL
+	// stripping it also does is moot after validation), written out here so
+	// that this package, and the MySQL and DynamoDB adapters that use it,
+	// do not link pgx.
 	var b strings.Builder
 	for i, p := range parts {
 		if i > 0 {
