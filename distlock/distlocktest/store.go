@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/concurkit/concurkit/fenced"
+	"github.com/concurkit/concurkit/fenced/fencedpg"
 )
 
 // Store is the storage a lock protects in the Kleppmann scenario: one
@@ -23,8 +24,8 @@ type Store interface {
 }
 
 // PostgresStore returns a Store on a new table in db's default schema
-// (dropped at cleanup), written with fenced.WritePostgres.
-func PostgresStore(t *testing.T, db fenced.DBTX) Store {
+// (dropped at cleanup), written with fencedpg.Write.
+func PostgresStore(t *testing.T, db fencedpg.DBTX) Store {
 	t.Helper()
 	table := fmt.Sprintf("locktest_%d", rand.Uint32())
 	ctx := context.Background()
@@ -42,12 +43,12 @@ const (
 )
 
 type pgStore struct {
-	db    fenced.DBTX
+	db    fencedpg.DBTX
 	table string
 }
 
 func (s *pgStore) Write(ctx context.Context, token fenced.Token, value string) error {
-	return fenced.WritePostgres(ctx, s.db, fenced.Guard{Table: s.table}, 1, token, fenced.Set{Column: "value", Value: value})
+	return fencedpg.Write(ctx, s.db, fenced.Table{Name: s.table}, 1, token, map[string]any{"value": value})
 }
 
 func (s *pgStore) WriteUnfenced(ctx context.Context, value string) error {

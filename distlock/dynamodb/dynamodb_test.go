@@ -16,6 +16,7 @@ import (
 	"github.com/concurkit/concurkit/distlock/distlocktest"
 	ddblock "github.com/concurkit/concurkit/distlock/dynamodb"
 	"github.com/concurkit/concurkit/fenced"
+	"github.com/concurkit/concurkit/fenced/fenceddynamo"
 	"github.com/concurkit/concurkit/testkit"
 )
 
@@ -40,7 +41,7 @@ func table(t *testing.T) (string, func(t *testing.T) *ddblock.Locker) {
 	}
 }
 
-// dynamoStore is the Kleppmann store on DynamoDB itself (fenced.PutDynamoDB).
+// dynamoStore is the Kleppmann store on DynamoDB itself (fenceddynamo.Put).
 type dynamoStore struct {
 	c     *dynamodb.Client
 	table string
@@ -51,7 +52,7 @@ func (s dynamoStore) item(v string) map[string]types.AttributeValue {
 }
 
 func (s dynamoStore) Write(ctx context.Context, tok fenced.Token, v string) error {
-	return fenced.PutDynamoDB(ctx, s.c, fenced.Guard{Table: s.table}, s.item(v), tok)
+	return fenceddynamo.Put(ctx, s.c, fenced.Table{Name: s.table}, s.item(v), tok)
 }
 
 func (s dynamoStore) WriteUnfenced(ctx context.Context, v string) error {

@@ -19,6 +19,7 @@ import (
 	"github.com/concurkit/concurkit/distlock"
 	ddblock "github.com/concurkit/concurkit/distlock/dynamodb"
 	"github.com/concurkit/concurkit/fenced"
+	"github.com/concurkit/concurkit/fenced/fenceddynamo"
 )
 
 // exampleClient builds a client of the test DynamoDB Local; close releases
@@ -95,7 +96,7 @@ func Example() {
 				return // already charged by an earlier holder
 			}
 			// charge the card here, then record it, fenced:
-			err = fenced.PutDynamoDB(ctx, client, fenced.Guard{Table: orders},
+			err = fenceddynamo.Put(ctx, client, fenced.Table{Name: orders},
 				map[string]types.AttributeValue{"id": s("42"), "status": s("charged"), "by": s(fmt.Sprint(instance))}, lease.Token())
 			if errors.Is(err, fenced.ErrStaleToken) {
 				return // our lease was taken over: the successor decides

@@ -14,6 +14,7 @@ import (
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/etcd"
 	"github.com/concurkit/concurkit/fenced"
+	"github.com/concurkit/concurkit/fenced/fencedpg"
 	"github.com/concurkit/concurkit/testkit"
 )
 
@@ -42,7 +43,7 @@ func TestClusterMemberKill(t *testing.T) {
 	procs := testkit.StartEtcdCluster(t, 3)
 	eps := testkit.Addrs(procs)
 	db := fenceTable(t)
-	guard := fenced.Guard{Table: "fence"}
+	guard := fenced.Table{Name: "fence"}
 	const prefix = "/kill/"
 
 	var (
@@ -61,7 +62,7 @@ func TestClusterMemberKill(t *testing.T) {
 	)
 	write := func(ls distlock.Lease, w int32) error {
 		// Not cancelled with the lease context: storage has the last word.
-		err := fenced.WritePostgres(context.Background(), db, guard, 1, ls.Token(), fenced.Set{Column: "value", Value: fmt.Sprint(w)})
+		err := fencedpg.Write(context.Background(), db, guard, 1, ls.Token(), map[string]any{"value": fmt.Sprint(w)})
 		if err == nil {
 			mu.Lock()
 			if ls.Token() < lastAccepted {

@@ -18,6 +18,7 @@ import (
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/etcd"
 	"github.com/concurkit/concurkit/fenced"
+	"github.com/concurkit/concurkit/fenced/fencedpg"
 )
 
 func getenv(name, def string) string {
@@ -82,8 +83,8 @@ func ExampleLocker_Acquire() {
 				return // already charged by an earlier holder
 			}
 			// ... call the payment provider with an idempotency key ...
-			err = fenced.UpdatePostgres(lease.Context(), db, fenced.Guard{Table: "orders"}, 42, lease.Token(),
-				fenced.Set{Column: "charged", Value: true}, fenced.Set{Column: "charged_by", Value: fmt.Sprint("instance-", i)})
+			err = fencedpg.Update(lease.Context(), db, fenced.Table{Name: "orders"}, 42, lease.Token(),
+				map[string]any{"charged": true, "charged_by": fmt.Sprint("instance-", i)})
 			switch {
 			case errors.Is(err, fenced.ErrStaleToken), errors.Is(err, distlock.ErrLeaseLost):
 				return // lost the lock meanwhile: the new holder decides

@@ -17,6 +17,7 @@ import (
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/postgres"
 	"github.com/concurkit/concurkit/fenced"
+	"github.com/concurkit/concurkit/fenced/fencedpg"
 )
 
 func exampleURL() string {
@@ -73,7 +74,7 @@ func Example() {
 			defer lease.Release(ctx)
 			err = pgx.BeginFunc(lease.Context(), pool, func(tx pgx.Tx) error {
 				fence := fenced.Fence{Schema: schemaName}
-				if err := fence.Admit(ctx, tx, "order-42", lease.Token()); err != nil {
+				if err := fencedpg.Admit(ctx, tx, fence, "order-42", lease.Token()); err != nil {
 					return err // a stale holder stops here
 				}
 				var status string

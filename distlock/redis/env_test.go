@@ -10,6 +10,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/concurkit/concurkit/fenced"
+	"github.com/concurkit/concurkit/fenced/fencedpg"
 	"github.com/concurkit/concurkit/testkit"
 )
 
@@ -28,10 +29,10 @@ func redisEnv(t testing.TB) (*goredis.Client, string) {
 func tokenSource(t testing.TB) (*pgxpool.Pool, fenced.Source) {
 	t.Helper()
 	pool := testkit.Postgres(t)
-	if err := fenced.CreatePostgresSequence(t.Context(), pool); err != nil {
+	if err := fencedpg.CreateSequence(t.Context(), pool); err != nil {
 		t.Fatal(err)
 	}
-	src, err := fenced.NewPostgresSequence(pool)
+	src, err := fencedpg.NewSequence(pool)
 	if err != nil {
 		t.Fatal(err)
 	}

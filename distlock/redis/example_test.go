@@ -14,6 +14,7 @@ import (
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/redis"
 	"github.com/concurkit/concurkit/fenced"
+	"github.com/concurkit/concurkit/fenced/fencedpg"
 )
 
 func getenv(name, def string) string {
@@ -49,11 +50,11 @@ func Example() {
 			return
 		}
 	}
-	if err := fenced.CreatePostgresSequence(ctx, pool, "example_redis_tokens"); err != nil {
+	if err := fencedpg.CreateSequence(ctx, pool, "example_redis_tokens"); err != nil {
 		fmt.Println(err)
 		return
 	}
-	tokens, err := fenced.NewPostgresSequence(pool, "example_redis_tokens")
+	tokens, err := fencedpg.NewSequence(pool, "example_redis_tokens")
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -63,7 +64,7 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	orders := fenced.Guard{Table: "example_redis_orders"}
+	orders := fenced.Table{Name: "example_redis_orders"}
 
 	charged := make([]bool, 5)
 	var wg sync.WaitGroup
@@ -84,8 +85,8 @@ func Example() {
 				return // another instance was first
 			}
 			// ... call the payment provider with an idempotency key ...
-			err = fenced.UpdatePostgres(lease.Context(), pool, orders, "order-42", lease.Token(),
-				fenced.Set{Column: "state", Value: "charged"})
+			err = fencedpg.Update(lease.Context(), pool, orders, "order-42", lease.Token(),
+				map[string]any{"state": "charged"})
 			if err != nil { // fenced.ErrStaleToken if a successor took over
 				fmt.Println(err)
 				return
@@ -121,11 +122,11 @@ func ExampleLocker_TryAcquire() {
 		return
 	}
 	defer pool.Close()
-	if err := fenced.CreatePostgresSequence(ctx, pool, "example_redis_tokens"); err != nil {
+	if err := fencedpg.CreateSequence(ctx, pool, "example_redis_tokens"); err != nil {
 		fmt.Println(err)
 		return
 	}
-	tokens, _ := fenced.NewPostgresSequence(pool, "example_redis_tokens")
+	tokens, _ := fencedpg.NewSequence(pool, "example_redis_tokens")
 	locker, err := redis.New(rdb, tokens, nil)
 	if err != nil {
 		fmt.Println(err)

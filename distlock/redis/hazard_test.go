@@ -14,12 +14,13 @@ import (
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/redis"
 	"github.com/concurkit/concurkit/fenced"
+	"github.com/concurkit/concurkit/fenced/fencedpg"
 )
 
 const createAccounts = `CREATE TABLE %s (id text PRIMARY KEY, owner text NOT NULL, max_seen_token bigint NOT NULL DEFAULT 0)`
 
 // accountsTable creates a fenced table and returns its guard.
-func accountsTable(t testing.TB, pool *pgxpool.Pool) fenced.Guard {
+func accountsTable(t testing.TB, pool *pgxpool.Pool) fenced.Table {
 	t.Helper()
 	name := "accounts_" + strings.ToLower(rand.Text()[:10])
 	q := pgx.Identifier{name}.Sanitize()
@@ -27,13 +28,13 @@ func accountsTable(t testing.TB, pool *pgxpool.Pool) fenced.Guard {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+q) })
-	return fenced.Guard{Table: name}
+	return fenced.Table{Name: name}
 }
 
-func owner(t testing.TB, pool *pgxpool.Pool, g fenced.Guard) string {
+func owner(t testing.TB, pool *pgxpool.Pool, g fenced.Table) string {
 	t.Helper()
 	var o string
-	if err := pool.QueryRow(t.Context(), "SELECT owner FROM "+pgx.Identifier{g.Table}.Sanitize()+" WHERE id = 'acct'").Scan(&o); err != nil {
+	if err := pool.QueryRow(t.Context(), "SELECT owner FROM "+pgx.Identifier{g.Name}.Sanitize()+" WHERE id = 'acct'").Scan(&o); err != nil {
 		t.Fatal(err)
 	}
 	return o
@@ -58,8 +59,8 @@ func TestMintAfterAcquireHazard(t *testing.T) {
 	}
 	ctx := t.Context()
 	const ttl = 40 * time.Millisecond
-	write := func(g fenced.Guard, tok fenced.Token, who string) error {
-		return fenced.WritePostgres(ctx, pool, g, "acct", tok, fenced.Set{Column: "owner", Value: who})
+	write := func(g fenced.Table, tok fenced.Token, who string) error {
+		return fencedpg.Write(ctx, pool, g, "acct", tok, map[string]any{"owner": who})
 	}
 
 	t.Run("mint after acquire accepts the stale holder", func(t *testing.T) {
@@ -182,7 +183,7 @@ func TestKleppmannNegativeControl(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Release(ctx)
-	plain := `INSERT INTO ` + pgx.Identifier{g.Table}.Sanitize() + ` (id, owner) VALUES ('acct', $1) ON CONFLICT (id) DO UPDATE SET owner = EXCLUDED.owner`
+	plain := `INSERT INTO ` + pgx.Identifier{g.Name}.Sanitize() + ` (id, owner) VALUES ('acct', $1) ON CONFLICT (id) DO UPDATE SET owner = EXCLUDED.owner`
 	if _, err := pool.Exec(ctx, plain, "B"); err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/redis"
 	"github.com/concurkit/concurkit/fenced"
+	"github.com/concurkit/concurkit/fenced/fencedpg"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -38,7 +39,7 @@ func TestNewBadInput(t *testing.T) {
 	c := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:1"})
 	t.Cleanup(func() { _ = c.Close() })
 	var nilClient *goredis.Client
-	var nilSrc *fenced.PostgresSequence
+	var nilSrc *fencedpg.Sequence
 	for _, tc := range []struct {
 		name   string
 		client goredis.Scripter

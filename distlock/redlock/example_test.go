@@ -15,6 +15,7 @@ import (
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/redlock"
 	"github.com/concurkit/concurkit/fenced"
+	"github.com/concurkit/concurkit/fenced/fencedpg"
 )
 
 func getenv(name, def string) string {
@@ -51,11 +52,11 @@ func Example() {
 			return
 		}
 	}
-	if err := fenced.CreatePostgresSequence(ctx, pool, "example_redlock_tokens"); err != nil {
+	if err := fencedpg.CreateSequence(ctx, pool, "example_redlock_tokens"); err != nil {
 		fmt.Println(err)
 		return
 	}
-	tokens, err := fenced.NewPostgresSequence(pool, "example_redlock_tokens")
+	tokens, err := fencedpg.NewSequence(pool, "example_redlock_tokens")
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -65,7 +66,7 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	orders := fenced.Guard{Table: "example_redlock_orders"}
+	orders := fenced.Table{Name: "example_redlock_orders"}
 
 	charged := make([]bool, 5)
 	var wg sync.WaitGroup
@@ -85,8 +86,8 @@ func Example() {
 			if state == "charged" {
 				return
 			}
-			err = fenced.UpdatePostgres(lease.Context(), pool, orders, "order-42", lease.Token(),
-				fenced.Set{Column: "state", Value: "charged"})
+			err = fencedpg.Update(lease.Context(), pool, orders, "order-42", lease.Token(),
+				map[string]any{"state": "charged"})
 			if err != nil { // fenced.ErrStaleToken if a successor took over
 				fmt.Println(err)
 				return
@@ -127,11 +128,11 @@ func ExampleLocker_TryAcquire() {
 		return
 	}
 	defer pool.Close()
-	if err := fenced.CreatePostgresSequence(ctx, pool, "example_redlock_tokens"); err != nil {
+	if err := fencedpg.CreateSequence(ctx, pool, "example_redlock_tokens"); err != nil {
 		fmt.Println(err)
 		return
 	}
-	tokens, _ := fenced.NewPostgresSequence(pool, "example_redlock_tokens")
+	tokens, _ := fencedpg.NewSequence(pool, "example_redlock_tokens")
 	locker, err := redlock.New(masters, tokens, nil)
 	if err != nil {
 		fmt.Println(err)

@@ -14,11 +14,12 @@ import (
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/redlock"
 	"github.com/concurkit/concurkit/fenced"
+	"github.com/concurkit/concurkit/fenced/fencedpg"
 )
 
 const createAccounts = `CREATE TABLE %s (id text PRIMARY KEY, owner text NOT NULL, max_seen_token bigint NOT NULL DEFAULT 0)`
 
-func accountsTable(t testing.TB, pool *pgxpool.Pool) fenced.Guard {
+func accountsTable(t testing.TB, pool *pgxpool.Pool) fenced.Table {
 	t.Helper()
 	name := "accounts_" + strings.ToLower(rand.Text()[:10])
 	q := pgx.Identifier{name}.Sanitize()
@@ -26,13 +27,13 @@ func accountsTable(t testing.TB, pool *pgxpool.Pool) fenced.Guard {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+q) })
-	return fenced.Guard{Table: name}
+	return fenced.Table{Name: name}
 }
 
-func owner(t testing.TB, pool *pgxpool.Pool, g fenced.Guard) string {
+func owner(t testing.TB, pool *pgxpool.Pool, g fenced.Table) string {
 	t.Helper()
 	var o string
-	if err := pool.QueryRow(t.Context(), "SELECT owner FROM "+pgx.Identifier{g.Table}.Sanitize()+" WHERE id = 'acct'").Scan(&o); err != nil {
+	if err := pool.QueryRow(t.Context(), "SELECT owner FROM "+pgx.Identifier{g.Name}.Sanitize()+" WHERE id = 'acct'").Scan(&o); err != nil {
 		t.Fatal(err)
 	}
 	return o
@@ -51,8 +52,8 @@ func TestMintAfterAcquireHazard(t *testing.T) {
 	}
 	ctx := t.Context()
 	const ttl = 40 * time.Millisecond
-	write := func(g fenced.Guard, tok fenced.Token, who string) error {
-		return fenced.WritePostgres(ctx, pool, g, "acct", tok, fenced.Set{Column: "owner", Value: who})
+	write := func(g fenced.Table, tok fenced.Token, who string) error {
+		return fencedpg.Write(ctx, pool, g, "acct", tok, map[string]any{"owner": who})
 	}
 
 	t.Run("mint after acquire accepts the stale holder", func(t *testing.T) {

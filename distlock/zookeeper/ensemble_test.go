@@ -15,6 +15,7 @@ import (
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/zookeeper"
 	"github.com/concurkit/concurkit/fenced"
+	"github.com/concurkit/concurkit/fenced/fencedpg"
 	"github.com/concurkit/concurkit/testkit"
 )
 
@@ -48,7 +49,7 @@ func TestEnsembleLeaderKill(t *testing.T) {
 	procs := testkit.StartZooKeeperEnsemble(t, 3)
 	servers := testkit.Addrs(procs)
 	db := fenceTable(t)
-	guard := fenced.Guard{Table: "fence"}
+	guard := fenced.Table{Name: "fence"}
 
 	var (
 		holder          atomic.Int32 // worker inside a section with an accepted write
@@ -67,7 +68,7 @@ func TestEnsembleLeaderKill(t *testing.T) {
 	write := func(ls distlock.Lease, w int32) error {
 		// A holder may be slower than its lease: the write itself is not
 		// cancelled with the lease context, storage has the last word.
-		err := fenced.WritePostgres(context.Background(), db, guard, 1, ls.Token(), fenced.Set{Column: "value", Value: fmt.Sprint(w)})
+		err := fencedpg.Write(context.Background(), db, guard, 1, ls.Token(), map[string]any{"value": fmt.Sprint(w)})
 		if err == nil {
 			mu.Lock()
 			if ls.Token() < lastAccepted {

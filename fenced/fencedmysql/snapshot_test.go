@@ -1,4 +1,4 @@
-package fenced_test
+package fencedmysql_test
 
 import (
 	"context"
@@ -8,9 +8,9 @@ import (
 	"testing"
 
 	"github.com/go-sql-driver/mysql"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/concurkit/concurkit/fenced"
+	"github.com/concurkit/concurkit/fenced/fencedmysql"
 	"github.com/concurkit/concurkit/internal/mysqlerr"
 	"github.com/concurkit/concurkit/internal/sqlerr"
 	"github.com/concurkit/concurkit/retry"
@@ -34,23 +34,23 @@ type snapshotEntry[H any] struct {
 	read  func(ctx context.Context, key string) (owner string, tok int64, err error)
 }
 
-func mysqlSnapshotEntries(db *sql.DB) []snapshotEntry[fenced.SQLDBTX] {
+func mysqlSnapshotEntries(db *sql.DB) []snapshotEntry[fencedmysql.DBTX] {
 	readAccount := func(ctx context.Context, key string) (o string, tk int64, err error) {
 		err = db.QueryRowContext(ctx, "SELECT owner, max_seen_token FROM accounts WHERE id = ?", key).Scan(&o, &tk)
 		return
 	}
-	return []snapshotEntry[fenced.SQLDBTX]{
-		{"WriteMySQL", func(ctx context.Context, h fenced.SQLDBTX, key string, tok fenced.Token, owner string) error {
-			return fenced.WriteMySQL(ctx, h, accounts, key, tok, set(owner, int64(tok))...)
+	return []snapshotEntry[fencedmysql.DBTX]{
+		{"Write", func(ctx context.Context, h fencedmysql.DBTX, key string, tok fenced.Token, owner string) error {
+			return fencedmysql.Write(ctx, h, accounts, key, tok, set(owner, int64(tok)))
 		}, readAccount},
-		{"UpdateMySQL", func(ctx context.Context, h fenced.SQLDBTX, key string, tok fenced.Token, owner string) error {
+		{"Update", func(ctx context.Context, h fencedmysql.DBTX, key string, tok fenced.Token, owner string) error {
 			if _, err := db.ExecContext(ctx, "INSERT IGNORE INTO accounts (id) VALUES (?)", key); err != nil {
 				return err
 			}
-			return fenced.UpdateMySQL(ctx, h, accounts, key, tok, set(owner, int64(tok))...)
+			return fencedmysql.Update(ctx, h, accounts, key, tok, set(owner, int64(tok)))
 		}, readAccount},
-		{"AdmitMySQL", func(ctx context.Context, h fenced.SQLDBTX, key string, tok fenced.Token, _ string) error {
-			return fenced.AdmitMySQL(ctx, h, key, tok)
+		{"Admit", func(ctx context.Context, h fencedmysql.DBTX, key string, tok fenced.Token, _ string) error {
+			return fencedmysql.Admit(ctx, h, fenced.Fence{}, key, tok)
 		}, func(ctx context.Context, key string) (string, int64, error) {
 			var tk int64
 			err := db.QueryRowContext(ctx, "SELECT max_seen_token FROM concurkit_fences WHERE resource = ?", key).Scan(&tk)
@@ -59,7 +59,7 @@ func mysqlSnapshotEntries(db *sql.DB) []snapshotEntry[fenced.SQLDBTX] {
 	}
 }
 
-func TestStaleTokenInSnapshotMariaDB(t *testing.T) {
+func TestStaleTokenInSnapshot(t *testing.T) {
 	t.Parallel()
 	dsn := testkit.MySQLDSN(t)
 	db := testkit.MySQLFor(t, dsn)
@@ -111,7 +111,7 @@ func TestStaleTokenInSnapshotMariaDB(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					if tok != 6 || (e.name != "AdmitMySQL" && owner != "B") {
+					if tok != 6 || (e.name != "Admit" && owner != "B") {
 						t.Fatalf("row after A's commit: owner %q token %d; want B's data, token 6", owner, tok)
 					}
 				})
@@ -160,78 +160,4 @@ func TestStaleTokenInSnapshotMariaDB(t *testing.T) {
 			}
 		}
 	})
-}
-
-func TestStaleTokenInSnapshotPostgres(t *testing.T) {
-	t.Parallel()
-	db := pgPool(t)
-	ctx := t.Context()
-	for _, ddl := range []string{pgAccounts, pgFences, "CREATE TABLE other (x int)"} {
-		if _, err := db.Exec(ctx, ddl); err != nil {
-			t.Fatal(err)
-		}
-	}
-	readAccount := func(ctx context.Context, key string) (o string, tk int64, err error) {
-		err = db.QueryRow(ctx, "SELECT owner, max_seen_token FROM accounts WHERE id = $1", key).Scan(&o, &tk)
-		return
-	}
-	// The key column is bigint: keys are numbers in text form.
-	entries := []snapshotEntry[fenced.DBTX]{
-		{"WritePostgres", func(ctx context.Context, h fenced.DBTX, key string, tok fenced.Token, owner string) error {
-			return fenced.WritePostgres(ctx, h, accounts, key, tok, set(owner, int64(tok))...)
-		}, readAccount},
-		{"UpdatePostgres", func(ctx context.Context, h fenced.DBTX, key string, tok fenced.Token, owner string) error {
-			if _, err := db.Exec(ctx, "INSERT INTO accounts (id) VALUES ($1) ON CONFLICT DO NOTHING", key); err != nil {
-				return err
-			}
-			return fenced.UpdatePostgres(ctx, h, accounts, key, tok, set(owner, int64(tok))...)
-		}, readAccount},
-		{"Admit", func(ctx context.Context, h fenced.DBTX, key string, tok fenced.Token, _ string) error {
-			return fenced.Admit(ctx, h, key, tok)
-		}, func(ctx context.Context, key string) (string, int64, error) {
-			var tk int64
-			err := db.QueryRow(ctx, "SELECT max_seen_token FROM concurkit_fences WHERE resource = $1", key).Scan(&tk)
-			return "", tk, err
-		}},
-	}
-	for i, iso := range []pgx.TxIsoLevel{pgx.RepeatableRead, pgx.ReadCommitted} {
-		for j, e := range entries {
-			t.Run(fmt.Sprintf("%s/%s", iso, e.name), func(t *testing.T) {
-				key := fmt.Sprint(10*i + j + 1)
-				if err := e.write(ctx, db, key, 5, "A"); err != nil {
-					t.Fatalf("A's first write: %v", err)
-				}
-				tx, err := db.BeginTx(ctx, pgx.TxOptions{IsoLevel: iso})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer tx.Rollback(context.WithoutCancel(ctx))
-				var n int
-				if err := tx.QueryRow(ctx, "SELECT count(*) FROM other").Scan(&n); err != nil {
-					t.Fatal(err)
-				}
-				if err := e.write(ctx, db, key, 6, "B"); err != nil {
-					t.Fatalf("B's write: %v", err)
-				}
-				err = e.write(ctx, tx, key, 5, "A")
-				switch {
-				case errors.Is(err, fenced.ErrStaleToken):
-				case iso == pgx.RepeatableRead && sqlerr.Classify(err) == sqlerr.Serialization:
-					// PostgreSQL refuses to modify or lock, in REPEATABLE
-					// READ, a row changed after the snapshot (40001).
-					t.Logf("refused with a serialization failure: %v", err)
-				default:
-					t.Fatalf("A's write with token 5 after B's 6 = %v; want ErrStaleToken (or 40001 in REPEATABLE READ)", err)
-				}
-				_ = tx.Commit(ctx) // a no-op ROLLBACK after 40001
-				owner, tok, err := e.read(ctx, key)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if tok != 6 || (e.name != "Admit" && owner != "B") {
-					t.Fatalf("row after A's commit: owner %q token %d; want B's data, token 6", owner, tok)
-				}
-			})
-		}
-	}
 }
