@@ -29,13 +29,14 @@ FUZZTIME     ?= 10000x
 # Fuzz targets run by `make test`, as pkg/path:FuzzName (space separated):
 # everything that builds SQL from caller-supplied names or parses input.
 FUZZ         ?= internal/ident:FuzzPostgres internal/ident:FuzzMySQL \
-                migrations:FuzzTemplate \
-                optimistic:FuzzPostgresStatement optimistic:FuzzMySQLStatement \
-                upsert:FuzzPostgresStatements upsert:FuzzMySQLStatements \
-                pessimistic:FuzzLockClause pessimistic:FuzzClaimSQL \
-                fenced:FuzzGuardSQL \
-                deadlock:FuzzLockManager deadlock:FuzzSimulate \
-                internal/redact:FuzzDSN
+                internal/redact:FuzzDSN migrations:FuzzTemplate \
+                optimistic/internal/cas:FuzzCacheKey \
+                optimistic/optimisticpg:FuzzPostgresStatement optimistic/optimisticmysql:FuzzMySQLStatement \
+                upsert/upsertpg:FuzzPostgresStatements upsert/upsertmysql:FuzzMySQLStatements \
+                pessimistic/pessimisticpg:FuzzLockClause pessimistic/pessimisticpg:FuzzClaimSQL \
+                pessimistic/pessimisticmysql:FuzzLockClause pessimistic/pessimisticmysql:FuzzClaimSQL \
+                fenced/fencedpg:FuzzGuardSQL fenced/fencedmysql:FuzzGuardSQL \
+                deadlock:FuzzLockManager deadlock:FuzzSimulate
 
 # Load the servers' endpoints (CONCURKIT_*) into the recipe's shell.
 WITH_ENV := eval "$$($(SERVICES) env)";

@@ -81,7 +81,7 @@ func ExampleInTx() {
 }
 
 // Multi-row optimistic work: a transfer is two compare-and-swap writes
-// (optimistic.UpdatePostgres) that must commit together. InTx makes them
+// (optimisticpg.Update) that must commit together. InTx makes them
 // one unit: if either finds another version (optimistic.ErrConflict),
 // the transaction rolls back and the whole closure runs again on fresh
 // reads. Here another session changes the payer between our read and our
