@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/concurkit/concurkit/distlock"
-	"github.com/concurkit/concurkit/distlock/postgres"
+	"github.com/concurkit/concurkit/distlock/pglock"
 )
 
 // runExclusive is backend-neutral: it works with any distlock.Locker.
@@ -39,7 +39,7 @@ func postgresLocker(ctx context.Context) (distlock.Locker, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	l, err := postgres.New(pool, nil)
+	l, err := pglock.New(pool, nil)
 	if err != nil {
 		pool.Close()
 		return nil, nil, err
