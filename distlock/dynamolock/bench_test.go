@@ -19,7 +19,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 	if err := dynamolock.CreateTable(b.Context(), c, prefix+"locks", ""); err != nil {
 		b.Fatal(err)
 	}
-	l, err := dynamolock.New(c, dynamolock.Options{Table: prefix + "locks"})
+	l, err := dynamolock.New(c, &dynamolock.Config{Table: prefix + "locks"})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -18,15 +18,23 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/concurkit/concurkit"
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/fenced"
 	"github.com/concurkit/concurkit/internal/dynamoapi"
 	"github.com/concurkit/concurkit/internal/handle"
 	"github.com/concurkit/concurkit/internal/lease"
+	"github.com/concurkit/concurkit/observe"
 )
 
-// API is the part of *dynamodb.Client the locker uses.
-type API = dynamoapi.Updater
+// pkg names the package in errors and observe events.
+const pkg = "dynamolock"
+
+// Client is the part of *dynamodb.Client (aws-sdk-go-v2) the Locker uses:
+// UpdateItem, for every acquisition, heartbeat and release.
+type Client = dynamoapi.Updater
+
+var _ Client = (*dynamodb.Client)(nil)
 
 // Attribute names of a lock item (besides the partition key).
 const (
@@ -36,9 +44,9 @@ const (
 	AttrToken   = "token"    // N: fencing-token counter, never reset
 )
 
-// DefaultKeyAttribute is the partition-key attribute name used when
-// Options.KeyAttribute is empty.
-const DefaultKeyAttribute = "lock_key"
+// DefaultKeyColumn is the partition-key attribute name used when
+// Config.KeyColumn is empty.
+const DefaultKeyColumn = "lock_key"
 
 // MaxKeyBytes is the length limit of a lock key in bytes (of UTF-8):
 // DynamoDB's limit for a partition-key value. The key is stored as given,
@@ -52,40 +60,35 @@ const (
 )
 
 // DefaultRequestTimeout bounds each DynamoDB request when
-// Options.RequestTimeout is zero.
+// Config.RequestTimeout is zero.
 const DefaultRequestTimeout = 5 * time.Second
 
-var (
-	// ErrNilClient is returned by New and CreateTable for a nil client or
-	// an interface holding a nil pointer (a nil *dynamodb.Client), joined
-	// with distlock.ErrInvalidOptions.
-	ErrNilClient = errors.New("dynamodb: nil client")
-	// ErrTokenExhausted is returned by Acquire and TryAcquire, at once,
-	// when the lock item's token counter has reached math.MaxInt64, the
-	// largest fencing token: the lock can never be acquired again under
-	// that key. The counter is never wrapped or reset, since a lower token
-	// would let a new holder's writes be rejected as stale — or a stale
-	// holder's be accepted.
-	ErrTokenExhausted = errors.New("dynamodb: fencing-token counter exhausted")
-)
-
-// Options configure a Locker.
-type Options struct {
+// Config configures a Locker. A zero field means the documented default; a
+// negative duration is bad input (an error matching
+// concurkit.ErrInvalidArgument). Table has no default: it is required, so
+// a nil *Config is an error too. New copies the Config.
+type Config struct {
 	// Table is the lock table (required). Its partition key must be a
-	// string attribute named KeyAttribute; see CreateTable.
+	// string attribute named KeyColumn; see CreateTable.
 	Table string
-	// KeyAttribute is the partition-key attribute; empty means
-	// DefaultKeyAttribute.
-	KeyAttribute string
+	// KeyColumn is the partition-key attribute; empty means
+	// DefaultKeyColumn ("lock_key").
+	KeyColumn string
 	// PollMin and PollMax bound the jittered backoff between attempts of a
-	// waiting Acquire. Zero means DefaultPollMin / DefaultPollMax.
+	// waiting Acquire. Zero means DefaultPollMin (2 ms) and DefaultPollMax
+	// (50 ms).
 	PollMin, PollMax time.Duration
 	// RequestTimeout bounds each DynamoDB request (acquisition, heartbeat,
 	// release), whatever the caller's context: the SDK's default HTTP
 	// client has no overall timeout, so a request to a frozen server would
 	// otherwise wait forever. A caller's earlier deadline still applies.
-	// Zero means DefaultRequestTimeout.
+	// Zero means DefaultRequestTimeout (5 s).
 	RequestTimeout time.Duration
+	// CleanupTimeout bounds Release's cleanup (the conditional update that
+	// removes the owner), which ignores the cancellation of the caller's
+	// context; the request is bounded by RequestTimeout as well. Zero
+	// means distlock.DefaultCleanupTimeout (5 s).
+	CleanupTimeout time.Duration
 }
 
 // Locker hands out leases on items of one table. It is safe for
@@ -93,8 +96,8 @@ type Options struct {
 // when (on its own clock), so that TryAcquire can also take over a lock
 // whose holder stopped heartbeating.
 type Locker struct {
-	db   API
-	opts Options
+	db   Client
+	opts Config
 
 	mu   sync.Mutex
 	seen map[string]observation
@@ -108,22 +111,28 @@ type observation struct {
 
 var _ distlock.Locker = (*Locker)(nil)
 
-// New returns a Locker. It does no I/O. It returns an error matching both
-// ErrNilClient and distlock.ErrInvalidOptions for a nil client (or an
-// interface holding a nil pointer), and distlock.ErrInvalidOptions for a
-// missing table or negative durations.
-func New(db API, opts Options) (*Locker, error) {
-	if handle.IsNil(db) {
-		return nil, fmt.Errorf("%w: %w", distlock.ErrInvalidOptions, ErrNilClient)
+// New returns a Locker on the table cfg.Table, through client (a
+// *dynamodb.Client). It does no I/O. It returns an error matching
+// concurkit.ErrInvalidArgument for a nil client (also a typed nil such as
+// a nil *dynamodb.Client), a nil cfg, an empty cfg.Table or a negative
+// duration.
+func New(client Client, cfg *Config) (*Locker, error) {
+	if handle.IsNil(client) {
+		return nil, fmt.Errorf("%w: dynamolock: nil client", concurkit.ErrInvalidArgument)
+	}
+	var opts Config
+	if cfg != nil {
+		opts = *cfg
 	}
 	switch {
 	case opts.Table == "":
-		return nil, fmt.Errorf("%w: empty table name", distlock.ErrInvalidOptions)
-	case opts.PollMin < 0 || opts.PollMax < 0 || opts.RequestTimeout < 0:
-		return nil, fmt.Errorf("%w: negative duration", distlock.ErrInvalidOptions)
+		return nil, fmt.Errorf("%w: dynamolock: empty Config.Table (required)", concurkit.ErrInvalidArgument)
+	case opts.PollMin < 0 || opts.PollMax < 0 || opts.RequestTimeout < 0 || opts.CleanupTimeout < 0:
+		return nil, fmt.Errorf("%w: dynamolock: negative Config duration (PollMin %v, PollMax %v, RequestTimeout %v, CleanupTimeout %v)",
+			concurkit.ErrInvalidArgument, opts.PollMin, opts.PollMax, opts.RequestTimeout, opts.CleanupTimeout)
 	}
-	if opts.KeyAttribute == "" {
-		opts.KeyAttribute = DefaultKeyAttribute
+	if opts.KeyColumn == "" {
+		opts.KeyColumn = DefaultKeyColumn
 	}
 	if opts.PollMin == 0 {
 		opts.PollMin = DefaultPollMin
@@ -134,7 +143,15 @@ func New(db API, opts Options) (*Locker, error) {
 	if opts.RequestTimeout == 0 {
 		opts.RequestTimeout = DefaultRequestTimeout
 	}
-	return &Locker{db: db, opts: opts, seen: map[string]observation{}}, nil
+	return &Locker{db: client, opts: opts, seen: map[string]observation{}}, nil
+}
+
+// check rejects a nil Locker or one not made by New, before any I/O.
+func (l *Locker) check() error {
+	if l == nil || l.db == nil {
+		return fmt.Errorf("%w: dynamolock: nil or zero Locker (use New)", concurkit.ErrInvalidArgument)
+	}
+	return nil
 }
 
 // Update expressions.
@@ -156,7 +173,7 @@ func (l *Locker) names() map[string]string {
 }
 
 func (l *Locker) itemKey(key string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{l.opts.KeyAttribute: &types.AttributeValueMemberS{Value: key}}
+	return map[string]types.AttributeValue{l.opts.KeyColumn: &types.AttributeValueMemberS{Value: key}}
 }
 
 func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
@@ -176,15 +193,18 @@ func secret() string {
 func checkKey(key string) error {
 	switch {
 	case len(key) > MaxKeyBytes:
-		return fmt.Errorf("%w: %d bytes, more than DynamoDB's %d", distlock.ErrInvalidKey, len(key), MaxKeyBytes)
+		return fmt.Errorf("%w: dynamolock: %d bytes, more than DynamoDB's %d", distlock.ErrInvalidKey, len(key), MaxKeyBytes)
 	case !utf8.ValidString(key):
-		return fmt.Errorf("%w: %q is not valid UTF-8", distlock.ErrInvalidKey, key)
+		return fmt.Errorf("%w: dynamolock: %q is not valid UTF-8", distlock.ErrInvalidKey, key)
 	}
 	return nil
 }
 
 func (l *Locker) resolve(key string, opts *distlock.Options) (distlock.Options, error) {
-	o, err := lease.Resolve(key, opts)
+	if err := l.check(); err != nil {
+		return distlock.Options{}, err
+	}
+	o, err := lease.Resolve(pkg, key, opts)
 	if err != nil {
 		return o, err
 	}
@@ -199,11 +219,16 @@ func (l *Locker) resolve(key string, opts *distlock.Options) (distlock.Options, 
 // table, validation, access denied) ends Acquire at once with the SDK's
 // error wrapped (errors.As finds e.g. *types.ResourceNotFoundException).
 // It returns distlock.ErrInvalidKey for an empty key, one longer than
-// MaxKeyBytes or not valid UTF-8, distlock.ErrInvalidOptions for a
-// negative TTL, and ErrTokenExhausted when the key's token counter is
-// used up. It returns by ctx's deadline even if the server does not
-// answer: an acquisition request still in flight then finishes in the
-// background (at most RequestTimeout), and a lock it took is given back.
+// MaxKeyBytes or not valid UTF-8, an error matching
+// concurkit.ErrInvalidArgument for a negative TTL (and for a nil Locker),
+// and distlock.ErrTokenExhausted when the key's token counter is used up.
+// It returns by ctx's deadline even if the server does not answer: an
+// acquisition request still in flight then finishes in the background (at
+// most RequestTimeout), and a lock it took is given back.
+//
+// An Acquire that found the lock held reports its wait to the hooks of
+// ctx (observe.Hooks.LockWait), and the lease reports its extensions and
+// its loss to them (see distlock.Locker).
 func (l *Locker) Acquire(ctx context.Context, key string, opts *distlock.Options) (distlock.Lease, error) {
 	o, err := l.resolve(key, opts)
 	if err != nil {
@@ -211,7 +236,7 @@ func (l *Locker) Acquire(ctx context.Context, key string, opts *distlock.Options
 	}
 	owner := secret() // one secret per call: a retry recognises its own earlier write
 	unsure := false
-	lz, err := lease.Poll(ctx, lease.PollPolicy{Min: l.opts.PollMin, Max: l.opts.PollMax}, func(ctx context.Context) (distlock.Lease, error) {
+	lz, err := lease.Poll(ctx, lease.PollPolicy{Min: l.opts.PollMin, Max: l.opts.PollMax, Package: pkg, Key: key}, func(ctx context.Context) (distlock.Lease, error) {
 		lz, err := l.try(ctx, key, o, owner)
 		var ae *ambiguousError
 		if errors.As(err, &ae) {
@@ -276,7 +301,7 @@ func (l *Locker) try(ctx context.Context, key string, o distlock.Options, owner 
 		// lost: we hold the lock. Renew it so its validity starts now.
 		v, err := counter(cur)
 		if err != nil {
-			return nil, fmt.Errorf("dynamodb: token of %q: %w", key, err)
+			return nil, fmt.Errorf("dynamolock: token of %q: %w", key, err)
 		}
 		start = time.Now()
 		if err := l.beat(ctx, key, owner, o.TTL); err != nil {
@@ -316,9 +341,9 @@ func refused(key string, item map[string]types.AttributeValue) error {
 	v, err := counter(item)
 	switch {
 	case v == math.MaxInt64: // also when past it (strconv.ErrRange)
-		return fmt.Errorf("%w: %q reached %s", ErrTokenExhausted, key, itemNumber(item, AttrToken))
+		return fmt.Errorf("%w: dynamolock: the token counter of %q reached %s", distlock.ErrTokenExhausted, key, itemNumber(item, AttrToken))
 	case err != nil:
-		return fmt.Errorf("dynamodb: token of %q: %w", key, err)
+		return fmt.Errorf("dynamolock: token of %q: %w", key, err)
 	}
 	return distlock.ErrNotAcquired
 }
@@ -378,14 +403,14 @@ func (l *Locker) take(ctx context.Context, key string, ttl time.Duration, owner,
 	case errors.Is(err, distlock.ErrNotAcquired): // the caller gave up
 		return 0, nil, err
 	case retryable(err):
-		return 0, nil, &ambiguousError{fmt.Errorf("dynamodb: acquire %q: %w", key, err)}
+		return 0, nil, &ambiguousError{fmt.Errorf("dynamolock: acquire %q: %w", key, err)}
 	default:
-		return 0, nil, fmt.Errorf("dynamodb: acquire %q: %w", key, err)
+		return 0, nil, fmt.Errorf("dynamolock: acquire %q: %w", key, err)
 	}
 	v, err := counter(out.Attributes)
 	if err != nil {
 		l.undo(key, owner) // ours, but without a usable token
-		return 0, nil, fmt.Errorf("dynamodb: token of %q: %w", key, err)
+		return 0, nil, fmt.Errorf("dynamolock: token of %q: %w", key, err)
 	}
 	return fenced.Token(v), nil, nil
 }
@@ -474,6 +499,7 @@ func (l *Locker) newLease(ctx context.Context, key, owner string, tok fenced.Tok
 		return nil, errors.Join(distlock.ErrNotAcquired, err)
 	}
 	lz, err := lease.New(lease.Config{
+		Package: pkg, Hooks: observe.FromContext(ctx), CleanupTimeout: l.opts.CleanupTimeout,
 		Key: key, Token: tok, TTL: o.TTL, Start: start, AutoExtend: o.AutoExtend,
 		Backend: lease.Backend{
 			Extend:  func(ctx context.Context, ttl time.Duration) error { return l.beat(ctx, key, owner, ttl) },
@@ -514,9 +540,9 @@ func (l *Locker) beat(ctx context.Context, key, owner string, ttl time.Duration)
 	var ccf *types.ConditionalCheckFailedException
 	switch {
 	case errors.As(err, &ccf):
-		return fmt.Errorf("%w: %q was taken over", distlock.ErrLeaseLost, key)
+		return fmt.Errorf("%w: dynamolock: %q was taken over", distlock.ErrLeaseLost, key)
 	case err != nil:
-		return fmt.Errorf("dynamodb: heartbeat %q: %w", key, err)
+		return fmt.Errorf("dynamolock: heartbeat %q: %w", key, err)
 	}
 	return nil
 }
@@ -537,9 +563,9 @@ func (l *Locker) release(ctx context.Context, key, owner string) error {
 	var ccf *types.ConditionalCheckFailedException
 	switch {
 	case errors.As(err, &ccf):
-		return fmt.Errorf("%w: %q was taken over", distlock.ErrLeaseLost, key)
+		return fmt.Errorf("%w: dynamolock: %q was taken over", distlock.ErrLeaseLost, key)
 	case err != nil:
-		return fmt.Errorf("dynamodb: release %q: %w", key, err)
+		return fmt.Errorf("dynamolock: release %q: %w", key, err)
 	}
 	return nil
 }
@@ -602,21 +628,25 @@ func itemDuration(item map[string]types.AttributeValue, name string) time.Durati
 }
 
 // CreateTable creates a lock table with a string partition key named
-// keyAttribute (empty means DefaultKeyAttribute), on-demand billing, and
-// waits until it is active.
-func CreateTable(ctx context.Context, db interface {
+// keyColumn (empty means DefaultKeyColumn), on-demand billing, and waits
+// until it is active. client is a *dynamodb.Client (the two methods it
+// calls). It returns an error matching concurkit.ErrInvalidArgument for a
+// nil client or an empty table name, before any request.
+func CreateTable(ctx context.Context, client interface {
 	CreateTable(context.Context, *dynamodb.CreateTableInput, ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
 	DescribeTable(context.Context, *dynamodb.DescribeTableInput, ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
-}, table, keyAttribute string) error {
-	if handle.IsNil(db) {
-		return fmt.Errorf("%w: %w", distlock.ErrInvalidOptions, ErrNilClient)
+}, table, keyColumn string) error {
+	if handle.IsNil(client) {
+		return fmt.Errorf("%w: dynamolock: nil client", concurkit.ErrInvalidArgument)
 	}
 	if table == "" {
-		return fmt.Errorf("%w: empty table name", distlock.ErrInvalidOptions)
+		return fmt.Errorf("%w: dynamolock: empty table name", concurkit.ErrInvalidArgument)
 	}
+	keyAttribute := keyColumn
 	if keyAttribute == "" {
-		keyAttribute = DefaultKeyAttribute
+		keyAttribute = DefaultKeyColumn
 	}
+	db := client
 	_, err := db.CreateTable(ctx, &dynamodb.CreateTableInput{
 		TableName:            aws.String(table),
 		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(keyAttribute), AttributeType: types.ScalarAttributeTypeS}},
@@ -624,11 +654,11 @@ func CreateTable(ctx context.Context, db interface {
 		BillingMode:          types.BillingModePayPerRequest,
 	})
 	if err != nil {
-		return fmt.Errorf("dynamodb: create table %s: %w", table, err)
+		return fmt.Errorf("dynamolock: create table %s: %w", table, err)
 	}
 	w := dynamodb.NewTableExistsWaiter(db)
 	if err := w.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)}, time.Minute); err != nil {
-		return fmt.Errorf("dynamodb: wait for table %s: %w", table, err)
+		return fmt.Errorf("dynamolock: wait for table %s: %w", table, err)
 	}
 	return nil
 }

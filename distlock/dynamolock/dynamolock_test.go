@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"go.uber.org/goleak"
 
+	"github.com/concurkit/concurkit"
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/distlocktest"
 	"github.com/concurkit/concurkit/distlock/dynamolock"
@@ -32,7 +33,7 @@ func table(t *testing.T) (string, func(t *testing.T) *dynamolock.Locker) {
 	}
 	endpoint := testkit.DynamoDBEndpoint(t)
 	return name, func(t *testing.T) *dynamolock.Locker {
-		l, err := dynamolock.New(testkit.DynamoDBClient(t, endpoint), dynamolock.Options{Table: name})
+		l, err := dynamolock.New(testkit.DynamoDBClient(t, endpoint), &dynamolock.Config{Table: name})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -157,12 +158,12 @@ func TestTakeoverAfterObservedExpiry(t *testing.T) {
 // its answer is "lost" (a timeout error is returned instead), as in
 // dynamolock#280.
 type flaky struct {
-	dynamolock.API
+	dynamolock.Client
 	lost int
 }
 
 func (f *flaky) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opt ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	out, err := f.API.UpdateItem(ctx, in, opt...)
+	out, err := f.Client.UpdateItem(ctx, in, opt...)
 	if err == nil && aws.ToString(in.UpdateExpression) == "SET #rvn = :rvn, #lease = :lease" && f.lost > 0 {
 		f.lost--
 		return nil, context.DeadlineExceeded
@@ -176,8 +177,8 @@ func (f *flaky) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, op
 func TestAmbiguousHeartbeat(t *testing.T) {
 	name, _ := table(t)
 	c := testkit.DynamoDBClient(t, testkit.DynamoDBEndpoint(t))
-	f := &flaky{API: c, lost: 1}
-	l, err := dynamolock.New(f, dynamolock.Options{Table: name})
+	f := &flaky{Client: c, lost: 1}
+	l, err := dynamolock.New(f, &dynamolock.Config{Table: name})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,8 +206,8 @@ func TestAmbiguousHeartbeat(t *testing.T) {
 func TestAmbiguousAcquire(t *testing.T) {
 	name, newLocker := table(t)
 	c := testkit.DynamoDBClient(t, testkit.DynamoDBEndpoint(t))
-	f := &lostTake{API: c, lost: 1}
-	l, err := dynamolock.New(f, dynamolock.Options{Table: name})
+	f := &lostTake{Client: c, lost: 1}
+	l, err := dynamolock.New(f, &dynamolock.Config{Table: name})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,14 +227,14 @@ func TestAmbiguousAcquire(t *testing.T) {
 }
 
 type lostTake struct {
-	dynamolock.API
+	dynamolock.Client
 	lost int
 }
 
 // UpdateItem reports the first acquisition as a retryable error after
 // DynamoDB applied it.
 func (f *lostTake) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opt ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	out, err := f.API.UpdateItem(ctx, in, opt...)
+	out, err := f.Client.UpdateItem(ctx, in, opt...)
 	if err == nil && f.lost > 0 && strings.HasPrefix(aws.ToString(in.ConditionExpression), "attribute_not_exists(#owner)") {
 		f.lost--
 		return nil, context.DeadlineExceeded // the answer timed out
@@ -242,13 +243,22 @@ func (f *lostTake) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput,
 }
 
 func TestNewBadInput(t *testing.T) {
-	if _, err := dynamolock.New(nil, dynamolock.Options{Table: "t"}); !errors.Is(err, dynamolock.ErrNilClient) {
+	if _, err := dynamolock.New(nil, &dynamolock.Config{Table: "t"}); !errors.Is(err, concurkit.ErrInvalidArgument) {
 		t.Fatalf("nil client: %v", err)
 	}
 	c, _ := testkit.DynamoDB(t)
-	for _, o := range []dynamolock.Options{{}, {Table: "t", PollMin: -1}, {Table: "t", RequestTimeout: -1}} {
-		if _, err := dynamolock.New(c, o); !errors.Is(err, distlock.ErrInvalidOptions) {
+	for _, o := range []*dynamolock.Config{nil, {}, {Table: "t", PollMin: -1}, {Table: "t", RequestTimeout: -1}, {Table: "t", CleanupTimeout: -1}} {
+		if _, err := dynamolock.New(c, o); !errors.Is(err, concurkit.ErrInvalidArgument) {
 			t.Fatalf("New(%+v) = %v", o, err)
+		}
+	}
+	// A nil or zero Locker is bad input too, not a panic.
+	for name, l := range map[string]*dynamolock.Locker{"nil": nil, "zero": new(dynamolock.Locker)} {
+		if _, err := l.Acquire(t.Context(), "k", nil); !errors.Is(err, concurkit.ErrInvalidArgument) {
+			t.Errorf("%s Locker: Acquire = %v", name, err)
+		}
+		if _, err := l.TryAcquire(t.Context(), "k", nil); !errors.Is(err, concurkit.ErrInvalidArgument) {
+			t.Errorf("%s Locker: TryAcquire = %v", name, err)
 		}
 	}
 }

@@ -75,7 +75,7 @@ func Example() {
 		wg.Go(func() {
 			client, closeIdle := exampleClient() // each instance: its own client
 			defer closeIdle()
-			locker, err := dynamolock.New(client, dynamolock.Options{Table: locks})
+			locker, err := dynamolock.New(client, &dynamolock.Config{Table: locks})
 			if err != nil {
 				fmt.Println(err)
 				return
@@ -132,7 +132,7 @@ func ExampleLocker_TryAcquire() {
 		return
 	}
 	defer c.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(table)})
-	locker, err := dynamolock.New(c, dynamolock.Options{Table: table})
+	locker, err := dynamolock.New(c, &dynamolock.Config{Table: table})
 	if err != nil {
 		fmt.Println(err)
 		return

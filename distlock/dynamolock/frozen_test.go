@@ -31,7 +31,7 @@ func TestFrozenServer(t *testing.T) {
 	if err := dynamolock.CreateTable(t.Context(), c, "locks", ""); err != nil {
 		t.Fatal(err)
 	}
-	l, err := dynamolock.New(c, dynamolock.Options{Table: "locks"}) // RequestTimeout: DefaultRequestTimeout
+	l, err := dynamolock.New(c, &dynamolock.Config{Table: "locks"}) // RequestTimeout: DefaultRequestTimeout
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
+	"github.com/concurkit/concurkit"
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/distlocktest"
 	"github.com/concurkit/concurkit/distlock/dynamolock"
@@ -43,13 +44,13 @@ func within(t *testing.T, d time.Duration, what string, fn func()) {
 
 // counting counts the requests that reach the client.
 type counting struct {
-	dynamolock.API
+	dynamolock.Client
 	n atomic.Int64
 }
 
 func (c *counting) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opt ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
 	c.n.Add(1)
-	return c.API.UpdateItem(ctx, in, opt...)
+	return c.Client.UpdateItem(ctx, in, opt...)
 }
 
 // failing answers every request with err.
@@ -101,7 +102,7 @@ func TestErrorClassification(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &failing{err: tc.err}
-			l, err := dynamolock.New(f, dynamolock.Options{Table: "t"})
+			l, err := dynamolock.New(f, &dynamolock.Config{Table: "t"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -141,7 +142,7 @@ func TestErrorClassification(t *testing.T) {
 // table that does not exist returns at once with the SDK's typed error.
 func TestMissingTable(t *testing.T) {
 	c, prefix := testkit.DynamoDB(t)
-	l, err := dynamolock.New(c, dynamolock.Options{Table: prefix + "missing"})
+	l, err := dynamolock.New(c, &dynamolock.Config{Table: prefix + "missing"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,8 +164,8 @@ func TestMissingTable(t *testing.T) {
 // lock). A key of exactly MaxKeyBytes works.
 func TestInvalidKeys(t *testing.T) {
 	name, _ := table(t)
-	c := &counting{API: testkit.DynamoDBClient(t, testkit.DynamoDBEndpoint(t))}
-	l, err := dynamolock.New(c, dynamolock.Options{Table: name})
+	c := &counting{Client: testkit.DynamoDBClient(t, testkit.DynamoDBEndpoint(t))}
+	l, err := dynamolock.New(c, &dynamolock.Config{Table: name})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,12 +200,12 @@ func TestInvalidKeys(t *testing.T) {
 // panic at the first request.
 func TestNilClient(t *testing.T) {
 	var c *dynamodb.Client
-	for _, db := range []dynamolock.API{nil, c} {
-		if _, err := dynamolock.New(db, dynamolock.Options{Table: "t"}); !errors.Is(err, dynamolock.ErrNilClient) || !errors.Is(err, distlock.ErrInvalidOptions) {
-			t.Fatalf("New(%#v) = %v, want ErrNilClient and ErrInvalidOptions", db, err)
+	for _, db := range []dynamolock.Client{nil, c} {
+		if _, err := dynamolock.New(db, &dynamolock.Config{Table: "t"}); !errors.Is(err, concurkit.ErrInvalidArgument) || !strings.Contains(err.Error(), "dynamolock: nil client") {
+			t.Fatalf("New(%#v) = %v, want an error matching concurkit.ErrInvalidArgument saying \"dynamolock: nil client\"", db, err)
 		}
 	}
-	if err := dynamolock.CreateTable(t.Context(), c, "t", ""); !errors.Is(err, dynamolock.ErrNilClient) {
+	if err := dynamolock.CreateTable(t.Context(), c, "t", ""); !errors.Is(err, concurkit.ErrInvalidArgument) {
 		t.Fatalf("CreateTable(nil *Client) = %v", err)
 	}
 }
@@ -213,7 +214,7 @@ func TestNilClient(t *testing.T) {
 func item(t *testing.T, c *dynamodb.Client, table, key string) map[string]types.AttributeValue {
 	t.Helper()
 	out, err := c.GetItem(t.Context(), &dynamodb.GetItemInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true),
-		Key: map[string]types.AttributeValue{dynamolock.DefaultKeyAttribute: &types.AttributeValueMemberS{Value: key}}})
+		Key: map[string]types.AttributeValue{dynamolock.DefaultKeyColumn: &types.AttributeValueMemberS{Value: key}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +223,7 @@ func item(t *testing.T, c *dynamodb.Client, table, key string) map[string]types.
 
 func put(t *testing.T, c *dynamodb.Client, table, key string, attrs map[string]types.AttributeValue) {
 	t.Helper()
-	attrs[dynamolock.DefaultKeyAttribute] = &types.AttributeValueMemberS{Value: key}
+	attrs[dynamolock.DefaultKeyColumn] = &types.AttributeValueMemberS{Value: key}
 	if _, err := c.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: aws.String(table), Item: attrs}); err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +308,7 @@ func TestTokenCounterExhausted(t *testing.T) {
 	within(t, 10*time.Second, "Acquire", func() { _, aerr = l.Acquire(context.Background(), key, nil) })
 	_, terr = newLocker(t).TryAcquire(t.Context(), key, nil)
 	for _, err := range []error{aerr, terr} {
-		if !errors.Is(err, dynamolock.ErrTokenExhausted) || errors.Is(err, distlock.ErrNotAcquired) {
+		if !errors.Is(err, distlock.ErrTokenExhausted) || errors.Is(err, distlock.ErrNotAcquired) {
 			t.Fatalf("acquire after the last token = %v, want ErrTokenExhausted", err)
 		}
 	}
@@ -318,7 +319,7 @@ func TestTokenCounterExhausted(t *testing.T) {
 	// A counter already past int64 (an older version ADDed on) is used up too.
 	past := distlocktest.Key(t) + "past"
 	put(t, c, name, past, map[string]types.AttributeValue{dynamolock.AttrToken: n("9223372036854775808")})
-	if _, err := l.TryAcquire(t.Context(), past, nil); !errors.Is(err, dynamolock.ErrTokenExhausted) {
+	if _, err := l.TryAcquire(t.Context(), past, nil); !errors.Is(err, distlock.ErrTokenExhausted) {
 		t.Fatalf("counter past MaxInt64: TryAcquire = %v, want ErrTokenExhausted", err)
 	}
 }

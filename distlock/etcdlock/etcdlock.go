@@ -17,12 +17,17 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/concurkit/concurkit"
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/fenced"
 	"github.com/concurkit/concurkit/internal/handle"
 	"github.com/concurkit/concurkit/internal/lease"
+	"github.com/concurkit/concurkit/observe"
 	"github.com/concurkit/concurkit/retry"
 )
+
+// pkg names the package in errors and observe events.
+const pkg = "etcdlock"
 
 // DefaultPrefix is the key prefix of lock keys when Config.Prefix is empty.
 const DefaultPrefix = "/concurkit/locks/"
@@ -32,9 +37,10 @@ const DefaultPrefix = "/concurkit/locks/"
 const DefaultRequestTimeout = 5 * time.Second
 
 // MaxTTL is the longest TTL the Locker accepts: etcd's lease TTL limit
-// (9,000,000,000 seconds). A longer distlock.Options.TTL is
-// distlock.ErrInvalidOptions: etcd would refuse it, and a TTL that does not
-// fit etcd's whole seconds must never be turned into a shorter one.
+// (9,000,000,000 seconds). A longer distlock.Options.TTL is bad input (an
+// error matching concurkit.ErrInvalidArgument): etcd would refuse it, and
+// a TTL that does not fit etcd's whole seconds must never be turned into a
+// shorter one.
 const MaxTTL = 9_000_000_000 * time.Second
 
 // MaxKeyLen is the longest key in bytes. etcd limits a whole request (1.5
@@ -43,11 +49,12 @@ const MaxTTL = 9_000_000_000 * time.Second
 const MaxKeyLen = 1024
 
 // Config configures a Locker. A nil *Config or a zero field means the
-// documented default.
+// documented default; a negative duration is bad input (an error matching
+// concurkit.ErrInvalidArgument). New copies it.
 type Config struct {
 	// Prefix is prepended to every lock key: the keys of the contenders
 	// for key k are <Prefix><url.PathEscape(k)>/<lease id in hex>.
-	// Default DefaultPrefix.
+	// Default DefaultPrefix ("/concurkit/locks/").
 	Prefix string
 	// RequestTimeout bounds every etcd request the Locker sends, on top of
 	// the caller's context: an etcd client whose member is frozen (paused,
@@ -56,9 +63,13 @@ type Config struct {
 	// Release and of an abandoned acquisition when the context given has
 	// no deadline. Lease renewals are bounded by a third of the lease's
 	// TTL as well, so one renewal stuck on a frozen member leaves time to
-	// retry on another. Default DefaultRequestTimeout; negative is
-	// distlock.ErrInvalidOptions.
+	// retry on another. Default DefaultRequestTimeout (5 s).
 	RequestTimeout time.Duration
+	// CleanupTimeout bounds Release's cleanup (the revocation of the etcd
+	// lease), which ignores the cancellation of the caller's context;
+	// each revocation request is bounded by RequestTimeout as well.
+	// Default distlock.DefaultCleanupTimeout (5 s).
+	CleanupTimeout time.Duration
 }
 
 // Client is the part of *clientv3.Client the Locker uses.
@@ -78,6 +89,7 @@ type Locker struct {
 	c       Client
 	prefix  string
 	timeout time.Duration
+	cleanup time.Duration
 
 	mu       sync.Mutex
 	cleanups map[string]*cleanup // pending revocations by key prefix
@@ -94,12 +106,12 @@ var _ distlock.Locker = (*Locker)(nil)
 
 // New returns a Locker using client (a *clientv3.Client). The client's own
 // options need no tuning: the Locker bounds every request itself (see
-// Config.RequestTimeout). It returns an error matching
-// distlock.ErrInvalidOptions if client is nil (also a typed nil such as a
-// nil *clientv3.Client) or cfg.RequestTimeout is negative.
+// Config.RequestTimeout). It does no I/O. It returns an error matching
+// concurkit.ErrInvalidArgument if client is nil (also a typed nil such as
+// a nil *clientv3.Client) or a Config duration is negative.
 func New(client Client, cfg *Config) (*Locker, error) {
 	if handle.IsNil(client) {
-		return nil, fmt.Errorf("%w: etcd: nil client", distlock.ErrInvalidOptions)
+		return nil, fmt.Errorf("%w: etcdlock: nil client", concurkit.ErrInvalidArgument)
 	}
 	var c Config
 	if cfg != nil {
@@ -110,11 +122,22 @@ func New(client Client, cfg *Config) (*Locker, error) {
 	}
 	switch {
 	case c.RequestTimeout < 0:
-		return nil, fmt.Errorf("%w: etcd: RequestTimeout %v < 0", distlock.ErrInvalidOptions, c.RequestTimeout)
-	case c.RequestTimeout == 0:
+		return nil, fmt.Errorf("%w: etcdlock: Config.RequestTimeout %v < 0", concurkit.ErrInvalidArgument, c.RequestTimeout)
+	case c.CleanupTimeout < 0:
+		return nil, fmt.Errorf("%w: etcdlock: Config.CleanupTimeout %v < 0", concurkit.ErrInvalidArgument, c.CleanupTimeout)
+	}
+	if c.RequestTimeout == 0 {
 		c.RequestTimeout = DefaultRequestTimeout
 	}
-	return &Locker{c: client, prefix: c.Prefix, timeout: c.RequestTimeout, cleanups: make(map[string]*cleanup)}, nil
+	return &Locker{c: client, prefix: c.Prefix, timeout: c.RequestTimeout, cleanup: c.CleanupTimeout, cleanups: make(map[string]*cleanup)}, nil
+}
+
+// check rejects a nil Locker or one not made by New, before any I/O.
+func (l *Locker) check() error {
+	if l == nil || l.c == nil {
+		return fmt.Errorf("%w: etcdlock: nil or zero Locker (use New)", concurkit.ErrInvalidArgument)
+	}
+	return nil
 }
 
 // Acquire blocks until the lock on key is held or ctx ends (then it returns
@@ -123,10 +146,16 @@ func New(client Client, cfg *Config) (*Locker, error) {
 // up to whole seconds. Requests that time out or find no leader (a frozen
 // or failing member) are retried, with backoff, until ctx ends. It returns
 // distlock.ErrInvalidKey for a key that is empty, not valid UTF-8 or longer
-// than MaxKeyLen, distlock.ErrInvalidOptions for a negative TTL or one above
-// MaxTTL, an error matching distlock.ErrLeaseLost if the contender's own
-// lease was lost while it waited, and other etcd errors. All of the
-// validation happens before any request.
+// than MaxKeyLen, an error matching concurkit.ErrInvalidArgument for a
+// negative TTL or one above MaxTTL (and for a nil Locker), an error
+// matching distlock.ErrLeaseLost if the contender's own lease was lost
+// while it waited, and other etcd errors. All of the validation happens
+// before any request.
+//
+// An Acquire that had to wait for a predecessor, or to retry a request,
+// reports its wait to the hooks of ctx (observe.Hooks.LockWait, Attempts
+// counting its attempts), and the lease reports its extensions and its
+// loss to them (see distlock.Locker).
 func (l *Locker) Acquire(ctx context.Context, key string, opts *distlock.Options) (distlock.Lease, error) {
 	return l.acquire(ctx, key, opts, false)
 }
@@ -146,9 +175,9 @@ func (l *Locker) TryAcquire(ctx context.Context, key string, opts *distlock.Opti
 func validKey(key string) error {
 	switch {
 	case !utf8.ValidString(key):
-		return fmt.Errorf("%w: etcd: key %q is not valid UTF-8", distlock.ErrInvalidKey, key)
+		return fmt.Errorf("%w: etcdlock: key %q is not valid UTF-8", distlock.ErrInvalidKey, key)
 	case len(key) > MaxKeyLen:
-		return fmt.Errorf("%w: etcd: key of %d bytes exceeds MaxKeyLen (%d)", distlock.ErrInvalidKey, len(key), MaxKeyLen)
+		return fmt.Errorf("%w: etcdlock: key of %d bytes exceeds MaxKeyLen (%d)", distlock.ErrInvalidKey, len(key), MaxKeyLen)
 	}
 	return nil
 }
@@ -191,8 +220,11 @@ func transient(err error) bool {
 	return false
 }
 
-func (l *Locker) acquire(ctx context.Context, key string, opts *distlock.Options, try bool) (distlock.Lease, error) {
-	o, err := lease.Resolve(key, opts)
+func (l *Locker) acquire(ctx context.Context, key string, opts *distlock.Options, try bool) (_ distlock.Lease, err error) {
+	if err := l.check(); err != nil {
+		return nil, err
+	}
+	o, err := lease.Resolve(pkg, key, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -200,16 +232,25 @@ func (l *Locker) acquire(ctx context.Context, key string, opts *distlock.Options
 		return nil, err
 	}
 	if o.TTL > MaxTTL {
-		return nil, fmt.Errorf("%w: etcd: TTL %v exceeds MaxTTL (%v)", distlock.ErrInvalidOptions, o.TTL, MaxTTL)
+		return nil, fmt.Errorf("%w: etcdlock: TTL %v exceeds MaxTTL (%v)", concurkit.ErrInvalidArgument, o.TTL, MaxTTL)
 	}
 	pfx := l.prefix + url.PathEscape(key) + "/"
+	start := time.Now()
+	// waited: the acquisition found a predecessor, or retried a request;
+	// then its outcome is reported to the hooks as a lock wait.
+	n, waited := 0, false
+	defer func() {
+		if waited {
+			lease.ReportWait(ctx, pkg, key, start, n, err)
+		}
+	}()
 	// An abandoned attempt of ours on this key may still be revoking its
 	// lease in the background: do not queue behind our own leftover.
-	if err := l.waitCleanups(ctx, pfx); err != nil {
+	if err := l.waitCleanups(ctx, pfx, &waited); err != nil {
 		return nil, errors.Join(distlock.ErrNotAcquired, err)
 	}
-	for n := 1; ; n++ {
-		ls, err := l.attempt(ctx, key, pfx, o, try)
+	for n = 1; ; n++ {
+		ls, err := l.attempt(ctx, key, pfx, o, try, &waited)
 		switch {
 		case err == nil:
 			return ls, nil
@@ -218,6 +259,7 @@ func (l *Locker) acquire(ctx context.Context, key string, opts *distlock.Options
 		case try || !transient(err):
 			return nil, err
 		}
+		waited = true
 		t := time.NewTimer(retry.Policy{BaseDelay: 50 * time.Millisecond, MaxDelay: time.Second}.Backoff(n))
 		select {
 		case <-ctx.Done():
@@ -228,15 +270,16 @@ func (l *Locker) acquire(ctx context.Context, key string, opts *distlock.Options
 	}
 }
 
-// attempt is one acquisition: a fresh etcd lease and key, then the wait.
-func (l *Locker) attempt(ctx context.Context, key, pfx string, o distlock.Options, try bool) (_ distlock.Lease, err error) {
+// attempt is one acquisition: a fresh etcd lease and key, then the wait
+// (which sets *waited).
+func (l *Locker) attempt(ctx context.Context, key, pfx string, o distlock.Options, try bool, waited *bool) (_ distlock.Lease, err error) {
 	secs := ttlSeconds(o.TTL)
 	start := time.Now()
 	rctx, cancel := l.rpc(ctx)
 	g, err := l.c.Grant(rctx, secs)
 	cancel()
 	if err != nil {
-		return nil, fmt.Errorf("etcd: grant lease: %w", err)
+		return nil, fmt.Errorf("etcdlock: grant lease: %w", err)
 	}
 	id := g.ID
 	defer func() {
@@ -245,7 +288,7 @@ func (l *Locker) attempt(ctx context.Context, key, pfx string, o distlock.Option
 		}
 	}()
 	if g.TTL <= 0 || g.TTL > int64(MaxTTL/time.Second) {
-		return nil, fmt.Errorf("etcd: grant lease: server granted TTL %d s for %d s", g.TTL, secs)
+		return nil, fmt.Errorf("etcdlock: grant lease: server granted TTL %d s for %d s", g.TTL, secs)
 	}
 	// The server may raise a TTL (to its minimum) but the lease's local
 	// validity never exceeds what the server granted.
@@ -259,20 +302,21 @@ func (l *Locker) attempt(ctx context.Context, key, pfx string, o distlock.Option
 	).Commit()
 	cancel()
 	if err != nil {
-		return nil, fmt.Errorf("etcd: put lock key: %w", err)
+		return nil, fmt.Errorf("etcdlock: put lock key: %w", err)
 	}
 	myRev := resp.Header.Revision
 	if myRev <= 1 { // revision 1 is the empty store: a put makes it at least 2
-		return nil, fmt.Errorf("etcd: put lock key: implausible revision %d", myRev)
+		return nil, fmt.Errorf("etcdlock: put lock key: implausible revision %d", myRev)
 	}
 	owner := resp.Responses[1].GetResponseRange().Kvs
 	if len(owner) == 1 && owner[0].CreateRevision == myRev {
 		// No wait: our put is the first key, created at the txn's revision.
-		return l.newLease(key, myKey, id, fenced.Token(myRev), validity, granted, o.AutoExtend, start)
+		return l.newLease(observe.FromContext(ctx), key, myKey, id, fenced.Token(myRev), validity, granted, o.AutoExtend, start)
 	}
 	if try {
 		return nil, distlock.ErrNotAcquired
 	}
+	*waited = true
 	// renewed is the local time just before the server last granted or
 	// renewed our lease: the validity of the lease counts from there.
 	renewed := start
@@ -289,11 +333,11 @@ func (l *Locker) attempt(ctx context.Context, key, pfx string, o distlock.Option
 			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 				return nil, lostWhileWaiting(id, start)
 			}
-			return nil, fmt.Errorf("etcd: renew lease: %w", err)
+			return nil, fmt.Errorf("etcdlock: renew lease: %w", err)
 		}
 		renewed = at
 	}
-	return l.newLease(key, myKey, id, token, validity, granted, o.AutoExtend, renewed)
+	return l.newLease(observe.FromContext(ctx), key, myKey, id, token, validity, granted, o.AutoExtend, renewed)
 }
 
 // revokeAbandoned revokes the lease of a failed or abandoned attempt in
@@ -331,14 +375,16 @@ func (l *Locker) revokeAbandoned(ctx context.Context, pfx string, id clientv3.Le
 }
 
 // waitCleanups waits until no abandoned attempt of this Locker on the key
-// with prefix pfx is still being revoked, or ctx ends.
-func (l *Locker) waitCleanups(ctx context.Context, pfx string) error {
+// with prefix pfx is still being revoked, or ctx ends; if it has to wait,
+// it sets *waited.
+func (l *Locker) waitCleanups(ctx context.Context, pfx string, waited *bool) error {
 	l.mu.Lock()
 	c := l.cleanups[pfx]
 	l.mu.Unlock()
 	if c == nil {
 		return nil
 	}
+	*waited = true
 	select {
 	case <-c.done:
 		return nil
@@ -373,11 +419,11 @@ func (l *Locker) waitTurn(ctx context.Context, pfx, myKey string, myRev int64, i
 		case ctx.Err() != nil:
 			return 0, ctx.Err()
 		case err != nil && !transient(err):
-			return 0, fmt.Errorf("etcd: read predecessors: %w", err)
+			return 0, fmt.Errorf("etcdlock: read predecessors: %w", err)
 		case err == nil:
 			mine := resp.Responses[1].GetResponseRange().Kvs
 			if len(mine) != 1 || clientv3.LeaseID(mine[0].Lease) != id {
-				return 0, fmt.Errorf("%w: etcd: lock key %s deleted while waiting", distlock.ErrLeaseLost, myKey)
+				return 0, fmt.Errorf("%w: etcdlock: lock key %s deleted while waiting", distlock.ErrLeaseLost, myKey)
 			}
 			before := resp.Responses[0].GetResponseRange().Kvs
 			if len(before) == 0 {
@@ -392,7 +438,7 @@ func (l *Locker) waitTurn(ctx context.Context, pfx, myKey string, myRev int64, i
 }
 
 func lostWhileWaiting(id clientv3.LeaseID, granted time.Time) error {
-	return fmt.Errorf("%w: etcd: lease %x (granted %v ago) expired while waiting", distlock.ErrLeaseLost, int64(id), time.Since(granted).Round(time.Millisecond))
+	return fmt.Errorf("%w: etcdlock: lease %x (granted %v ago) expired while waiting", distlock.ErrLeaseLost, int64(id), time.Since(granted).Round(time.Millisecond))
 }
 
 // waitDelete waits until pred is deleted or the next renewal of lease id
@@ -426,7 +472,7 @@ func (l *Locker) waitDelete(ctx context.Context, pred *mvccpb.KeyValue, id clien
 			case ctx.Err() != nil:
 				return ctx.Err()
 			case !transient(err):
-				return fmt.Errorf("etcd: renew lease while waiting: %w", err)
+				return fmt.Errorf("etcdlock: renew lease while waiting: %w", err)
 			}
 			return nil // read again, possibly through another member
 		case wr, ok := <-wch:
@@ -439,7 +485,7 @@ func (l *Locker) waitDelete(ctx context.Context, pred *mvccpb.KeyValue, id clien
 				cancel()
 				switch {
 				case err != nil && (ctx.Err() != nil || !transient(err)):
-					return fmt.Errorf("etcd: read predecessor: %w", err)
+					return fmt.Errorf("etcdlock: read predecessor: %w", err)
 				case err == nil && (len(g.Kvs) == 0 || g.Kvs[0].CreateRevision != pred.CreateRevision):
 					return nil
 				}
@@ -456,18 +502,21 @@ func (l *Locker) waitDelete(ctx context.Context, pred *mvccpb.KeyValue, id clien
 // newLease hands out the lease: its local validity (at most what the
 // server granted) counts from start, the local time just before the
 // server last granted or renewed the etcd lease.
-func (l *Locker) newLease(key, myKey string, id clientv3.LeaseID, token fenced.Token, validity, granted time.Duration, autoExtend bool, start time.Time) (distlock.Lease, error) {
+func (l *Locker) newLease(hooks *observe.Hooks, key, myKey string, id clientv3.LeaseID, token fenced.Token, validity, granted time.Duration, autoExtend bool, start time.Time) (distlock.Lease, error) {
 	var self atomic.Pointer[lease.Lease] // set once New returns
 	ls, err := lease.New(lease.Config{
-		Key:        key,
-		Token:      token,
-		TTL:        validity, // <= granted: the context ends before the server's lease
-		Start:      start,
-		AutoExtend: autoExtend,
+		Package:        pkg,
+		Hooks:          hooks,
+		CleanupTimeout: l.cleanup,
+		Key:            key,
+		Token:          token,
+		TTL:            validity, // <= granted: the context ends before the server's lease
+		Start:          start,
+		AutoExtend:     autoExtend,
 		Backend: lease.Backend{
 			Extend: func(ctx context.Context, ttl time.Duration) error {
 				if ttl > granted {
-					return fmt.Errorf("%w: etcd: Extend ttl %v exceeds the lease's granted TTL %v", distlock.ErrInvalidOptions, ttl, granted)
+					return fmt.Errorf("%w: etcdlock: Extend ttl %v exceeds the lease's granted TTL %v", concurkit.ErrInvalidArgument, ttl, granted)
 				}
 				rctx, cancel := l.renewal(ctx, ttl)
 				defer cancel()
@@ -481,9 +530,9 @@ func (l *Locker) newLease(key, myKey string, id clientv3.LeaseID, token fenced.T
 				}
 				if _, err := l.c.KeepAliveOnce(rctx, id); err != nil {
 					if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-						return fmt.Errorf("%w: etcd: lease %x not found", distlock.ErrLeaseLost, int64(id))
+						return fmt.Errorf("%w: etcdlock: lease %x not found", distlock.ErrLeaseLost, int64(id))
 					}
-					return fmt.Errorf("etcd: extend: %w", err)
+					return fmt.Errorf("etcdlock: extend: %w", err)
 				}
 				return nil
 			},
@@ -496,9 +545,9 @@ func (l *Locker) newLease(key, myKey string, id clientv3.LeaseID, token fenced.T
 				// Revoking deletes only keys attached to our lease.
 				if _, err := l.c.Revoke(rctx, id); err != nil {
 					if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-						return fmt.Errorf("%w: etcd: lease %x not found", distlock.ErrLeaseLost, int64(id))
+						return fmt.Errorf("%w: etcdlock: lease %x not found", distlock.ErrLeaseLost, int64(id))
 					}
-					return fmt.Errorf("etcd: revoke lease %x: %w", int64(id), err)
+					return fmt.Errorf("etcdlock: revoke lease %x: %w", int64(id), err)
 				}
 				return nil
 			},
@@ -531,14 +580,14 @@ func (l *Locker) watch(ls *lease.Lease, myKey string, id clientv3.LeaseID, creat
 			}
 			for _, ev := range wr.Events {
 				if ev.Type == mvccpb.DELETE {
-					ls.Lost(fmt.Errorf("%w: etcd: lock key %s deleted", distlock.ErrLeaseLost, myKey))
+					ls.Lost(fmt.Errorf("%w: etcdlock: lock key %s deleted", distlock.ErrLeaseLost, myKey))
 					return
 				}
 			}
 			from = wr.Header.Revision + 1
 		}
 		if clientCtx != nil && clientCtx.Err() != nil {
-			ls.Lost(fmt.Errorf("%w: etcd: client closed", distlock.ErrLeaseLost))
+			ls.Lost(fmt.Errorf("%w: etcdlock: client closed", distlock.ErrLeaseLost))
 			return
 		}
 		if ctx.Err() != nil {
@@ -560,7 +609,7 @@ func (l *Locker) watch(ls *lease.Lease, myKey string, id clientv3.LeaseID, creat
 		case err != nil:
 			continue // unknown: the validity deadline still bounds the lease
 		case len(resp.Kvs) != 1 || clientv3.LeaseID(resp.Kvs[0].Lease) != id || resp.Kvs[0].CreateRevision != createRev:
-			ls.Lost(fmt.Errorf("%w: etcd: lock key %s gone", distlock.ErrLeaseLost, myKey))
+			ls.Lost(fmt.Errorf("%w: etcdlock: lock key %s gone", distlock.ErrLeaseLost, myKey))
 			return
 		}
 		from = resp.Header.Revision + 1

@@ -8,6 +8,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/concurkit/concurkit"
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/etcdlock"
 	"github.com/concurkit/concurkit/internal/lease"
@@ -126,8 +127,8 @@ func TestExtend(t *testing.T) {
 	if dl2, _ := ls.Deadline(); !dl2.After(dl) {
 		t.Fatalf("deadline %v not moved past %v", dl2, dl)
 	}
-	if err := ls.Extend(t.Context(), 3*time.Second); !errors.Is(err, distlock.ErrInvalidOptions) {
-		t.Fatalf("Extend(3s) on a 2s lease = %v, want ErrInvalidOptions", err)
+	if err := ls.Extend(t.Context(), 3*time.Second); !errors.Is(err, concurkit.ErrInvalidArgument) {
+		t.Fatalf("Extend(3s) on a 2s lease = %v, want ErrInvalidArgument", err)
 	}
 	if err := ls.Release(t.Context()); err != nil {
 		t.Fatal(err)

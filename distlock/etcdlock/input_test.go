@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/concurkit/concurkit"
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/etcdlock"
 	"github.com/concurkit/concurkit/testkit"
@@ -57,9 +58,9 @@ func TestBadInputBeforeIO(t *testing.T) {
 		{"truncated rune", "caf\xc3", nil, distlock.ErrInvalidKey},
 		{"too long", strings.Repeat("k", etcdlock.MaxKeyLen+1), nil, distlock.ErrInvalidKey},
 		{"too long in runes", strings.Repeat("ü", etcdlock.MaxKeyLen/2+1), nil, distlock.ErrInvalidKey},
-		{"negative ttl", "k", &distlock.Options{TTL: -time.Second}, distlock.ErrInvalidOptions},
-		{"ttl MaxInt64", "k", &distlock.Options{TTL: math.MaxInt64}, distlock.ErrInvalidOptions},
-		{"ttl above MaxTTL", "k", &distlock.Options{TTL: etcdlock.MaxTTL + time.Nanosecond}, distlock.ErrInvalidOptions},
+		{"negative ttl", "k", &distlock.Options{TTL: -time.Second}, concurkit.ErrInvalidArgument},
+		{"ttl MaxInt64", "k", &distlock.Options{TTL: math.MaxInt64}, concurkit.ErrInvalidArgument},
+		{"ttl above MaxTTL", "k", &distlock.Options{TTL: etcdlock.MaxTTL + time.Nanosecond}, concurkit.ErrInvalidArgument},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -80,12 +81,24 @@ func TestBadInputBeforeIO(t *testing.T) {
 	var nilClient *clientv3.Client
 	var nilCounting *countingClient
 	for _, c := range []etcdlock.Client{nil, nilClient, nilCounting} {
-		if _, err := etcdlock.New(c, nil); !errors.Is(err, distlock.ErrInvalidOptions) {
-			t.Errorf("New(%T(nil)) = %v, want ErrInvalidOptions", c, err)
+		if _, err := etcdlock.New(c, nil); !errors.Is(err, concurkit.ErrInvalidArgument) {
+			t.Errorf("New(%T(nil)) = %v, want ErrInvalidArgument", c, err)
 		}
 	}
-	if _, err := etcdlock.New(c, &etcdlock.Config{RequestTimeout: -time.Second}); !errors.Is(err, distlock.ErrInvalidOptions) {
-		t.Errorf("New(RequestTimeout -1s) = %v, want ErrInvalidOptions", err)
+	if _, err := etcdlock.New(c, &etcdlock.Config{RequestTimeout: -time.Second}); !errors.Is(err, concurkit.ErrInvalidArgument) {
+		t.Errorf("New(RequestTimeout -1s) = %v, want ErrInvalidArgument", err)
+	}
+	if _, err := etcdlock.New(c, &etcdlock.Config{CleanupTimeout: -time.Second}); !errors.Is(err, concurkit.ErrInvalidArgument) {
+		t.Errorf("New(CleanupTimeout -1s) = %v, want ErrInvalidArgument", err)
+	}
+	// A nil or zero Locker is bad input too, not a panic.
+	for name, l := range map[string]*etcdlock.Locker{"nil": nil, "zero": new(etcdlock.Locker)} {
+		if _, err := l.Acquire(t.Context(), "k", nil); !errors.Is(err, concurkit.ErrInvalidArgument) {
+			t.Errorf("%s Locker: Acquire = %v", name, err)
+		}
+		if _, err := l.TryAcquire(t.Context(), "k", nil); !errors.Is(err, concurkit.ErrInvalidArgument) {
+			t.Errorf("%s Locker: TryAcquire = %v", name, err)
+		}
 	}
 }
 
@@ -155,7 +168,7 @@ func TestValidityCappedByGrantedTTL(t *testing.T) {
 		d := dl.Sub(before)
 		t.Fatalf("local validity %v exceeds the granted TTL 2s", d)
 	}
-	if err := ls.Extend(t.Context(), 30*time.Second); !errors.Is(err, distlock.ErrInvalidOptions) {
-		t.Fatalf("Extend(30s) of a 2s lease = %v, want ErrInvalidOptions", err)
+	if err := ls.Extend(t.Context(), 30*time.Second); !errors.Is(err, concurkit.ErrInvalidArgument) {
+		t.Fatalf("Extend(30s) of a 2s lease = %v, want ErrInvalidArgument", err)
 	}
 }

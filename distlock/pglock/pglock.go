@@ -11,23 +11,27 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/concurkit/concurkit"
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/fenced"
-	"github.com/concurkit/concurkit/internal/handle"
 	"github.com/concurkit/concurkit/internal/ident"
 	"github.com/concurkit/concurkit/internal/lease"
 	"github.com/concurkit/concurkit/internal/sqlerr"
+	"github.com/concurkit/concurkit/observe"
 	"github.com/concurkit/concurkit/pessimistic"
 )
 
-// DefaultSequence is the token sequence used when Options.Sequence is empty.
+// pkg names the package in errors and observe events.
+const pkg = "pglock"
+
+// DefaultSequence is the token sequence used when Config.Sequence is empty.
 const DefaultSequence = "concurkit_lock_token_seq"
 
-// ErrNilPool is returned by New for a nil pool, including a typed nil such
-// as a nil *pgxpool.Pool, and by the methods of a nil or zero Locker
-// (one not made by New). It matches distlock.ErrInvalidOptions, as every
-// other bad-input error of the distlock backends does.
-var ErrNilPool = fmt.Errorf("%w: postgres: nil pool", distlock.ErrInvalidOptions)
+// Default polling delays of a waiting Acquire (Config.PollMin/PollMax).
+const (
+	DefaultPollMin = time.Millisecond
+	DefaultPollMax = 50 * time.Millisecond
+)
 
 // MaxTTL is the longest lease TTL: the maximum of PostgreSQL's
 // idle_session_timeout, INT_MAX milliseconds (about 24.8 days). A longer
@@ -36,43 +40,59 @@ var ErrNilPool = fmt.Errorf("%w: postgres: nil pool", distlock.ErrInvalidOptions
 // still believes it holds the lock.
 const MaxTTL = math.MaxInt32 * time.Millisecond
 
-// Pool is the part of *pgxpool.Pool the locker uses.
-type Pool interface {
-	Acquire(ctx context.Context) (*pgxpool.Conn, error)
-}
-
-var _ Pool = (*pgxpool.Pool)(nil)
-
-// Options configure a Locker. The zero value means the defaults.
-type Options struct {
+// Config configures a Locker. A nil *Config or a zero field means the
+// documented default; an invalid field is bad input (an error matching
+// concurkit.ErrInvalidArgument). New copies it.
+type Config struct {
 	// Schema optionally qualifies Sequence.
 	Schema string
-	// Sequence is the token sequence; empty means DefaultSequence. It is
-	// created on first use if missing (CREATE SEQUENCE IF NOT EXISTS), or
-	// by the migrations.
+	// Sequence is the token sequence; empty means DefaultSequence
+	// ("concurkit_lock_token_seq"). It is created on first use if missing
+	// (CREATE SEQUENCE IF NOT EXISTS), or by the migrations.
 	Sequence string
+	// PollMin and PollMax bound the full-jitter backoff between the
+	// try-locks of a waiting Acquire (see the package doc for why it
+	// polls). Zero means DefaultPollMin (1 ms) and DefaultPollMax (50 ms).
+	PollMin, PollMax time.Duration
+	// CleanupTimeout bounds Release's cleanup (the unlock on the lease's
+	// session), which ignores the cancellation of the caller's context; a
+	// session whose unlock does not finish in time is closed, which frees
+	// the lock. Zero means distlock.DefaultCleanupTimeout (5 s).
+	CleanupTimeout time.Duration
 }
 
 // Locker hands out advisory-lock leases. It is safe for concurrent use.
 // Each held lease keeps one pool connection until it is released or lost;
 // an Acquire that is waiting holds none (see the package doc).
 type Locker struct {
-	pool Pool
+	pool *pgxpool.Pool
 	seq  string // quoted
+	cfg  Config
 }
 
 var _ distlock.Locker = (*Locker)(nil)
 
-// New returns a Locker on pool. opts may be nil. It does no I/O. It
-// returns ErrNilPool for a nil or typed-nil pool and an error wrapping
-// distlock.ErrInvalidOptions for an invalid sequence name.
-func New(pool Pool, opts *Options) (*Locker, error) {
-	if handle.IsNil(pool) {
-		return nil, ErrNilPool
+// New returns a Locker on pool, which hands a connection to each held lease
+// (a session-level advisory lock lives on one session). It does no I/O. It
+// returns an error matching concurkit.ErrInvalidArgument for a nil pool,
+// an invalid sequence name or a negative Config duration.
+func New(pool *pgxpool.Pool, cfg *Config) (*Locker, error) {
+	if pool == nil {
+		return nil, errNilPool
 	}
-	var o Options
-	if opts != nil {
-		o = *opts
+	var o Config
+	if cfg != nil {
+		o = *cfg
+	}
+	if o.PollMin < 0 || o.PollMax < 0 || o.CleanupTimeout < 0 {
+		return nil, fmt.Errorf("%w: pglock: negative Config duration (PollMin %v, PollMax %v, CleanupTimeout %v)",
+			concurkit.ErrInvalidArgument, o.PollMin, o.PollMax, o.CleanupTimeout)
+	}
+	if o.PollMin == 0 {
+		o.PollMin = DefaultPollMin
+	}
+	if o.PollMax == 0 {
+		o.PollMax = DefaultPollMax
 	}
 	if o.Sequence == "" {
 		o.Sequence = DefaultSequence
@@ -83,10 +103,14 @@ func New(pool Pool, opts *Options) (*Locker, error) {
 	}
 	seq, err := ident.Postgres(parts...)
 	if err != nil {
-		return nil, fmt.Errorf("%w: sequence: %w", distlock.ErrInvalidOptions, err)
+		return nil, fmt.Errorf("%w: pglock: Config.Sequence: %w", concurkit.ErrInvalidArgument, err)
 	}
-	return &Locker{pool: pool, seq: seq}, nil
+	return &Locker{pool: pool, seq: seq, cfg: o}, nil
 }
+
+// errNilPool is the error of New for a nil pool and of every method of a
+// nil or zero Locker (one not made by New).
+var errNilPool = fmt.Errorf("%w: pglock: nil pool (or a Locker not made by New)", concurkit.ErrInvalidArgument)
 
 // SQL. $1 advisory key, $2 idle_session_timeout in ms, $3 sequence name.
 const (
@@ -106,12 +130,18 @@ set_config('idle_session_timeout', (SELECT reset_val FROM pg_settings WHERE name
 
 // Acquire blocks until the lock on key is held or ctx ends (then it
 // returns errors.Join(distlock.ErrNotAcquired, ctx.Err())). It polls with
-// pg_try_advisory_lock, backing off between attempts (jittered, 1 ms
-// doubling up to 50 ms), and holds no connection while it waits, so
-// waiters can never take the pool connections the holder needs. It
-// returns distlock.ErrInvalidKey for an empty key,
-// distlock.ErrInvalidOptions for a negative TTL or one above MaxTTL,
-// ErrNilPool for a nil or zero Locker, and driver errors wrapped.
+// pg_try_advisory_lock, backing off between attempts (jittered,
+// Config.PollMin doubling up to Config.PollMax), and holds no connection
+// while it waits, so waiters can never take the pool connections the
+// holder needs. It returns distlock.ErrInvalidKey for an empty key, an
+// error matching concurkit.ErrInvalidArgument for a negative TTL, one
+// above MaxTTL or a nil or zero Locker, distlock.ErrTokenExhausted when
+// the token sequence reached its maximum, and driver errors wrapped.
+//
+// An Acquire that found the lock held reports its wait to the hooks of
+// ctx (observe.Hooks.LockWait), and the lease reports its extensions and
+// its loss to them (see distlock.Locker). Use BackendPID to learn which
+// server session holds a lease's lock.
 func (l *Locker) Acquire(ctx context.Context, key string, opts *distlock.Options) (distlock.Lease, error) {
 	return l.acquire(ctx, key, opts, true)
 }
@@ -125,8 +155,8 @@ func (l *Locker) TryAcquire(ctx context.Context, key string, opts *distlock.Opti
 
 // check rejects a nil or zero Locker before any I/O.
 func (l *Locker) check() error {
-	if l == nil || handle.IsNil(l.pool) {
-		return ErrNilPool
+	if l == nil || l.pool == nil {
+		return errNilPool
 	}
 	return nil
 }
@@ -134,7 +164,7 @@ func (l *Locker) check() error {
 // checkTTL rejects a TTL the server cannot hold as idle_session_timeout.
 func checkTTL(ttl time.Duration) error {
 	if ttl > MaxTTL {
-		return fmt.Errorf("%w: TTL %v above MaxTTL %v (PostgreSQL's idle_session_timeout maximum)", distlock.ErrInvalidOptions, ttl, MaxTTL)
+		return fmt.Errorf("%w: pglock: TTL %v above MaxTTL %v (PostgreSQL's idle_session_timeout maximum)", concurkit.ErrInvalidArgument, ttl, MaxTTL)
 	}
 	return nil
 }
@@ -143,7 +173,7 @@ func (l *Locker) acquire(ctx context.Context, key string, opts *distlock.Options
 	if err := l.check(); err != nil {
 		return nil, err
 	}
-	o, err := lease.Resolve(key, opts)
+	o, err := lease.Resolve(pkg, key, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -173,23 +203,24 @@ func (l *Locker) acquire(ctx context.Context, key string, opts *distlock.Options
 	// max(4, NumCPU) connections) a few waiters take every connection and
 	// the holder can no longer get one for its own work, or to release.
 	// Polling holds a connection only for one short statement at a time.
-	return lease.Poll(ctx, lease.PollPolicy{}, try)
+	return lease.Poll(ctx, lease.PollPolicy{Min: l.cfg.PollMin, Max: l.cfg.PollMax, Package: pkg, Key: key}, try)
 }
 
 // CreateSequence creates the token sequence if it does not exist. It
-// returns ErrNilPool for a nil or zero Locker.
+// returns an error matching concurkit.ErrInvalidArgument for a nil or zero
+// Locker.
 func (l *Locker) CreateSequence(ctx context.Context) error {
 	if err := l.check(); err != nil {
 		return err
 	}
 	c, err := l.pool.Acquire(ctx)
 	if err != nil {
-		return fmt.Errorf("postgres: create sequence: %w", err)
+		return fmt.Errorf("pglock: create sequence: %w", err)
 	}
 	defer c.Release()
 	_, err = c.Exec(ctx, fmt.Sprintf(sqlCreateSeq, l.seq))
 	if err != nil && sqlerr.Classify(err) != sqlerr.UniqueViolation { // concurrent creators
-		return fmt.Errorf("postgres: create sequence %s: %w", l.seq, err)
+		return fmt.Errorf("pglock: create sequence %s: %w", l.seq, err)
 	}
 	return nil
 }
@@ -214,7 +245,7 @@ func (l *Locker) attempt(ctx context.Context, key string, o distlock.Options) (d
 		if cerr := ctx.Err(); cerr != nil {
 			return nil, errors.Join(distlock.ErrNotAcquired, cerr)
 		}
-		return nil, fmt.Errorf("postgres: acquire connection: %w", err)
+		return nil, fmt.Errorf("pglock: acquire connection: %w", err)
 	}
 	k := pessimistic.AdvisoryKey(key)
 	// The server's idle timer starts when the statement ends, after start:
@@ -230,7 +261,10 @@ func (l *Locker) attempt(ctx context.Context, key string, o distlock.Options) (d
 		if cerr := ctx.Err(); cerr != nil {
 			return nil, errors.Join(distlock.ErrNotAcquired, cerr)
 		}
-		return nil, fmt.Errorf("postgres: lock %q: %w", key, err)
+		if sqlerr.SQLState(err) == sqlerr.PGSequenceLimit {
+			return nil, fmt.Errorf("%w: pglock: token sequence %s: %w", distlock.ErrTokenExhausted, l.seq, err)
+		}
+		return nil, fmt.Errorf("pglock: lock %q: %w", key, err)
 	}
 	if tok == 0 { // try-lock failed: the session holds nothing
 		conn.Release()
@@ -238,6 +272,7 @@ func (l *Locker) attempt(ctx context.Context, key string, o distlock.Options) (d
 	}
 	s := newSession(conn, k)
 	lz, err := lease.New(lease.Config{
+		Package: pkg, Hooks: observe.FromContext(ctx), CleanupTimeout: l.cfg.CleanupTimeout,
 		Key: key, Token: fenced.Token(tok), TTL: o.TTL, Start: start, AutoExtend: o.AutoExtend,
 		Backend: lease.Backend{Extend: s.extend, Release: s.release},
 	})
@@ -246,7 +281,7 @@ func (l *Locker) attempt(ctx context.Context, key string, o distlock.Options) (d
 		return nil, err
 	}
 	s.start(lz)
-	return &Lease{Lease: lz, pid: conn.Conn().PgConn().PID()}, nil
+	return &pgLease{l: lz, pid: conn.Conn().PgConn().PID()}, nil
 }
 
 // discard closes a connection whose session state is unknown and hands it
@@ -258,19 +293,36 @@ func discard(c *pgxpool.Conn) {
 	c.Release()
 }
 
-// Lease is a PostgreSQL advisory-lock lease. It implements distlock.Lease.
-type Lease struct {
-	*lease.Lease
+// pgLease is a lease of this package: the shared lease state machine and
+// the server session that holds the lock. It forwards exactly the methods
+// of distlock.Lease (no embedding: the state machine's other methods are
+// not for callers).
+type pgLease struct {
+	l   *lease.Lease
 	pid uint32
 }
 
-// BackendPID returns the process id of the server session that holds the
-// lock (pg_stat_activity.pid, pg_locks.pid), or 0 for a nil Lease.
-func (l *Lease) BackendPID() uint32 {
-	if l == nil {
-		return 0
+var _ distlock.Lease = (*pgLease)(nil)
+
+func (p *pgLease) Key() string                                         { return p.l.Key() }
+func (p *pgLease) Token() fenced.Token                                 { return p.l.Token() }
+func (p *pgLease) Context() context.Context                            { return p.l.Context() }
+func (p *pgLease) Deadline() (time.Time, bool)                         { return p.l.Deadline() }
+func (p *pgLease) Valid() bool                                         { return p.l.Valid() }
+func (p *pgLease) Extend(ctx context.Context, ttl time.Duration) error { return p.l.Extend(ctx, ttl) }
+func (p *pgLease) Release(ctx context.Context) error                   { return p.l.Release(ctx) }
+
+// BackendPID returns the process id of the PostgreSQL session that holds
+// lease's lock (pg_stat_activity.pid, pg_locks.pid), for operators and
+// tests (pg_terminate_backend(pid) ends the lease on the server). ok is
+// false if lease was not acquired by this package (or is nil). The value
+// stays the same after the lease ended.
+func BackendPID(lease distlock.Lease) (pid uint32, ok bool) {
+	p, ok := lease.(*pgLease)
+	if !ok || p == nil {
+		return 0, false
 	}
-	return l.pid
+	return p.pid, true
 }
 
 // session owns the lease's connection. One goroutine (run) owns the
@@ -352,7 +404,7 @@ func (s *session) run(l *lease.Lease) {
 		s.connGone = true
 		s.mu.Unlock()
 		discard(s.conn)
-		l.Lost(fmt.Errorf("postgres: session ended: %w", err))
+		l.Lost(fmt.Errorf("pglock: session ended: %w", err))
 		return
 	}
 }
@@ -378,7 +430,7 @@ func (s *session) do(fn func(*pgxpool.Conn) error) error {
 		s.pending--
 		err := s.died
 		s.mu.Unlock()
-		return fmt.Errorf("%w: session ended: %w", distlock.ErrLeaseLost, err)
+		return fmt.Errorf("%w: pglock: session ended: %w", distlock.ErrLeaseLost, err)
 	}
 }
 
@@ -394,7 +446,7 @@ func (s *session) extend(ctx context.Context, ttl time.Duration) error {
 		qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ttl)
 		defer cancel()
 		if _, err := c.Exec(qctx, sqlExtend, ms(ttl)); err != nil {
-			return fmt.Errorf("%w: extend: %w", distlock.ErrLeaseLost, err)
+			return fmt.Errorf("%w: pglock: extend: %w", distlock.ErrLeaseLost, err)
 		}
 		return nil
 	})
@@ -428,7 +480,7 @@ func (s *session) release(ctx context.Context) error {
 		return nil
 	case err == nil:
 		discard(s.conn)
-		return fmt.Errorf("%w: the session did not hold the lock", distlock.ErrLeaseLost)
+		return fmt.Errorf("%w: pglock: the session did not hold the lock", distlock.ErrLeaseLost)
 	default:
 		if !gone {
 			discard(s.conn)
@@ -436,6 +488,6 @@ func (s *session) release(ctx context.Context) error {
 		if errors.Is(err, distlock.ErrLeaseLost) {
 			return err
 		}
-		return fmt.Errorf("%w: unlock: %w", distlock.ErrLeaseLost, err)
+		return fmt.Errorf("%w: pglock: unlock: %w", distlock.ErrLeaseLost, err)
 	}
 }

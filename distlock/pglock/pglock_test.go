@@ -14,9 +14,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 
+	"github.com/concurkit/concurkit"
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/distlocktest"
 	"github.com/concurkit/concurkit/distlock/pglock"
+	"github.com/concurkit/concurkit/testkit"
+	"strings"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -38,8 +41,12 @@ func TestConformance(t *testing.T) {
 // detected by the server or an operator would.
 func terminate(t *testing.T, l distlock.Lease) {
 	t.Helper()
+	pid, isPG := pglock.BackendPID(l)
+	if !isPG {
+		t.Fatalf("BackendPID of a pglock lease: not a pglock lease")
+	}
 	var ok bool
-	if err := pool(t).QueryRow(t.Context(), "SELECT pg_terminate_backend($1)", int32(l.(*pglock.Lease).BackendPID())).Scan(&ok); err != nil || !ok {
+	if err := pool(t).QueryRow(t.Context(), "SELECT pg_terminate_backend($1)", int32(pid)).Scan(&ok); err != nil || !ok {
 		t.Fatalf("pg_terminate_backend: %v, %v", ok, err)
 	}
 }
@@ -164,16 +171,18 @@ func TestConnectionReuse(t *testing.T) {
 }
 
 func TestNewBadInput(t *testing.T) {
-	if _, err := pglock.New(nil, nil); !errors.Is(err, pglock.ErrNilPool) {
+	if _, err := pglock.New(nil, nil); !errors.Is(err, concurkit.ErrInvalidArgument) || !strings.Contains(err.Error(), "pglock: nil pool") {
 		t.Fatalf("New(nil) = %v", err)
 	}
-	if _, err := pglock.New(pool(t), &pglock.Options{Sequence: "a\x00"}); !errors.Is(err, distlock.ErrInvalidOptions) {
-		t.Fatalf("bad sequence name: %v", err)
+	for _, cfg := range []*pglock.Config{{Sequence: "a\x00"}, {PollMin: -1}, {PollMax: -1}, {CleanupTimeout: -1}} {
+		if _, err := pglock.New(pool(t), cfg); !errors.Is(err, concurkit.ErrInvalidArgument) {
+			t.Fatalf("New(%+v) = %v", cfg, err)
+		}
 	}
 }
 
 // TestNilHandles: one nil policy — a nil or typed-nil pool, or a nil or
-// zero Locker, is a bad-input error (matching distlock.ErrInvalidOptions)
+// zero Locker, is a bad-input error (matching concurkit.ErrInvalidArgument)
 // before any I/O, never a panic.
 func TestNilHandles(t *testing.T) {
 	var nilPool *pgxpool.Pool
@@ -185,9 +194,8 @@ func TestNilHandles(t *testing.T) {
 	}{
 		{"New(nil)", func() error { _, err := pglock.New(nil, nil); return err }},
 		{"New(typed nil *pgxpool.Pool)", func() error { _, err := pglock.New(nilPool, nil); return err }},
-		{"New(typed nil Pool interface)", func() error {
-			var p pglock.Pool = nilPool
-			_, err := pglock.New(p, &pglock.Options{})
+		{"New(typed nil *pgxpool.Pool, empty Config)", func() error {
+			_, err := pglock.New(nilPool, &pglock.Config{})
 			return err
 		}},
 		{"nil Locker Acquire", func() error { _, err := nilLocker.Acquire(ctx, "k", nil); return err }},
@@ -207,13 +215,16 @@ func TestNilHandles(t *testing.T) {
 				}()
 				err = tc.call()
 			}()
-			if !errors.Is(err, pglock.ErrNilPool) || !errors.Is(err, distlock.ErrInvalidOptions) {
-				t.Fatalf("err = %v, want ErrNilPool matching distlock.ErrInvalidOptions", err)
+			if !errors.Is(err, concurkit.ErrInvalidArgument) || !strings.Contains(err.Error(), "pglock: nil pool") {
+				t.Fatalf("err = %v, want \"pglock: nil pool\" matching concurkit.ErrInvalidArgument", err)
 			}
 		})
 	}
-	if pid := (*pglock.Lease)(nil).BackendPID(); pid != 0 {
-		t.Fatalf("nil Lease BackendPID = %d", pid)
+	if pid, ok := pglock.BackendPID(nil); pid != 0 || ok {
+		t.Fatalf("BackendPID(nil) = %d, %v", pid, ok)
+	}
+	if pid, ok := pglock.BackendPID(distlock.Lease(nil)); pid != 0 || ok {
+		t.Fatalf("BackendPID(nil Lease) = %d, %v", pid, ok)
 	}
 }
 
@@ -225,11 +236,11 @@ func TestTTLBounds(t *testing.T) {
 	ctx := t.Context()
 	key := distlocktest.Key(t)
 	for _, ttl := range []time.Duration{pglock.MaxTTL + time.Nanosecond, math.MaxInt64} {
-		if lz, err := l.Acquire(ctx, key, &distlock.Options{TTL: ttl}); !errors.Is(err, distlock.ErrInvalidOptions) {
+		if lz, err := l.Acquire(ctx, key, &distlock.Options{TTL: ttl}); !errors.Is(err, concurkit.ErrInvalidArgument) {
 			if lz != nil {
 				_ = lz.Release(ctx)
 			}
-			t.Fatalf("Acquire(TTL %v) = %v, want ErrInvalidOptions", ttl, err)
+			t.Fatalf("Acquire(TTL %v) = %v, want ErrInvalidArgument", ttl, err)
 		}
 	}
 	lz, err := l.Acquire(ctx, key, &distlock.Options{TTL: pglock.MaxTTL})
@@ -237,8 +248,8 @@ func TestTTLBounds(t *testing.T) {
 		t.Fatalf("Acquire(TTL MaxTTL): %v", err)
 	}
 	defer lz.Release(context.WithoutCancel(ctx))
-	if err := lz.Extend(ctx, math.MaxInt64); !errors.Is(err, distlock.ErrInvalidOptions) {
-		t.Fatalf("Extend(MaxInt64) = %v, want ErrInvalidOptions", err)
+	if err := lz.Extend(ctx, math.MaxInt64); !errors.Is(err, concurkit.ErrInvalidArgument) {
+		t.Fatalf("Extend(MaxInt64) = %v, want ErrInvalidArgument", err)
 	}
 	if err := lz.Context().Err(); err != nil {
 		t.Fatalf("lease lost after a rejected Extend: %v", context.Cause(lz.Context()))
@@ -314,4 +325,46 @@ func TestSharedDefaultPool(t *testing.T) {
 	if done.Load() != contenders {
 		t.Fatalf("%d of %d contenders completed", done.Load(), contenders)
 	}
+}
+
+// TestTokenSequenceExhausted: a token sequence past its MAXVALUE makes
+// Acquire fail at once with distlock.ErrTokenExhausted (permanent: never a
+// wrapped-around token), without waiting and without keeping the lock.
+func TestTokenSequenceExhausted(t *testing.T) {
+	p := testkit.Postgres(t) // a fresh schema, first in the search path
+	if _, err := p.Exec(t.Context(), `CREATE SEQUENCE tiny_tokens AS bigint MINVALUE 1 MAXVALUE 2`); err != nil {
+		t.Fatal(err)
+	}
+	l, err := pglock.New(p, &pglock.Config{Sequence: "tiny_tokens"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		ls, err := l.Acquire(t.Context(), "exhausted", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ls.Release(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, acquire := range []func(context.Context, string, *distlock.Options) (distlock.Lease, error){l.Acquire, l.TryAcquire} {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		ls, err := acquire(ctx, "exhausted", nil)
+		cancel()
+		if !errors.Is(err, distlock.ErrTokenExhausted) || errors.Is(err, context.DeadlineExceeded) || ls != nil {
+			t.Fatalf("Acquire with the sequence used up = %v, %v; want ErrTokenExhausted at once", ls, err)
+		}
+	}
+	// The failed statement took the advisory lock before nextval failed;
+	// the session was closed, so the key is free for another sequence.
+	other, err := pglock.New(p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls, err := other.TryAcquire(t.Context(), "exhausted", nil)
+	if err != nil {
+		t.Fatalf("TryAcquire after the exhausted attempts: %v (the lock was kept)", err)
+	}
+	_ = ls.Release(t.Context())
 }

@@ -27,7 +27,7 @@ func (s *localTokens) Next(context.Context) (fenced.Token, error) {
 // iteration and reports the median and p99 in microseconds.
 func benchAcquireRelease(b *testing.B, src fenced.Source) {
 	c, prefix := redisEnv(b)
-	l, err := redislock.New(c, src, nil)
+	l, err := redislock.New(c, &redislock.Config{Source: src})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -32,7 +32,7 @@ func TestCluster(t *testing.T) {
 	ctx := t.Context()
 
 	t.Run("locks", func(t *testing.T) {
-		l, err := redislock.New(c, &counter{}, nil)
+		l, err := redislock.New(c, &redislock.Config{Source: &counter{}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -40,7 +40,7 @@ func TestConformance(t *testing.T) {
 	var sources sharedSources
 	distlocktest.Run(t, func(t *testing.T) distlock.Locker {
 		c := testkit.RedisClient(t, addr, "") // a client per Locker, as another process would have
-		l, err := redislock.New(c, sources.get(t), &redislock.Config{FenceTTL: time.Minute})
+		l, err := redislock.New(c, &redislock.Config{Source: sources.get(t), FenceTTL: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,6 +10,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/concurkit/concurkit"
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/redislock"
 	"github.com/concurkit/concurkit/fenced"
@@ -34,14 +35,14 @@ func (c *counterFrom) Next(context.Context) (fenced.Token, error) {
 func TestNilOptionsInvalidConfig(t *testing.T) {
 	c := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:1"}) // never contacted
 	t.Cleanup(func() { _ = c.Close() })
-	l, err := redislock.New(c, &counter{}, &redislock.Config{Margin: time.Hour})
+	l, err := redislock.New(c, &redislock.Config{Source: &counter{}, Margin: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for name, f := range map[string]func(context.Context, string, *distlock.Options) (distlock.Lease, error){"Acquire": l.Acquire, "TryAcquire": l.TryAcquire} {
 		ls, err := f(t.Context(), "k", nil)
-		if !errors.Is(err, distlock.ErrInvalidOptions) || ls != nil {
-			t.Fatalf("%s(nil opts) = %v, %v; want ErrInvalidOptions", name, ls, err)
+		if !errors.Is(err, concurkit.ErrInvalidArgument) || ls != nil {
+			t.Fatalf("%s(nil opts) = %v, %v; want ErrInvalidArgument", name, ls, err)
 		}
 		t.Logf("%s: %v", name, err)
 	}
@@ -53,9 +54,9 @@ func TestTypedNilClients(t *testing.T) {
 		"*redislock.ClusterClient": (*goredis.ClusterClient)(nil),
 		"*redislock.Ring":          (*goredis.Ring)(nil),
 	} {
-		l, err := redislock.New(c, &counter{}, nil)
-		if !errors.Is(err, distlock.ErrInvalidOptions) || l != nil {
-			t.Errorf("New(nil %s) = %v, %v; want ErrInvalidOptions", name, l, err)
+		l, err := redislock.New(c, &redislock.Config{Source: &counter{}})
+		if !errors.Is(err, concurkit.ErrInvalidArgument) || l != nil {
+			t.Errorf("New(nil %s) = %v, %v; want ErrInvalidArgument", name, l, err)
 		}
 	}
 }
@@ -70,24 +71,24 @@ func TestTTLEdges(t *testing.T) {
 	t.Run("margin near MaxInt64", func(t *testing.T) {
 		// 1ms − drift − MaxInt64 overflowed to ~+292 years: the lease
 		// believed it was valid for centuries on a 1 ms server key.
-		l, err := redislock.New(c, &counter{}, &redislock.Config{Margin: math.MaxInt64})
+		l, err := redislock.New(c, &redislock.Config{Source: &counter{}, Margin: math.MaxInt64})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, ttl := range []time.Duration{time.Millisecond, 10 * time.Second, math.MaxInt64} {
 			ls, err := l.TryAcquire(ctx, prefix+"margin", &distlock.Options{TTL: ttl})
-			if !errors.Is(err, distlock.ErrInvalidOptions) {
+			if !errors.Is(err, concurkit.ErrInvalidArgument) {
 				if ls != nil {
 					t.Errorf("TTL %v: lease valid until %v", ttl, deadline(t, ls))
 					_ = ls.Release(ctx)
 				}
-				t.Fatalf("TTL %v, Margin MaxInt64: %v, want ErrInvalidOptions", ttl, err)
+				t.Fatalf("TTL %v, Margin MaxInt64: %v, want ErrInvalidArgument", ttl, err)
 			}
 		}
 	})
 
 	t.Run("TTL MaxInt64", func(t *testing.T) {
-		l, err := redislock.New(c, &counter{}, nil)
+		l, err := redislock.New(c, &redislock.Config{Source: &counter{}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -115,7 +116,7 @@ func TestTTLEdges(t *testing.T) {
 	t.Run("Extend without validity", func(t *testing.T) {
 		// A TTL within the drift used to go to the server as PX 1 (or 0,
 		// an error): the lock vanished at once.
-		l, err := redislock.New(c, &counter{}, nil)
+		l, err := redislock.New(c, &redislock.Config{Source: &counter{}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -126,8 +127,8 @@ func TestTTLEdges(t *testing.T) {
 		}
 		defer ls.Release(ctx)
 		for _, ttl := range []time.Duration{time.Nanosecond, time.Millisecond, 2 * time.Millisecond} {
-			if err := ls.Extend(ctx, ttl); !errors.Is(err, distlock.ErrInvalidOptions) {
-				t.Fatalf("Extend(%v) = %v, want ErrInvalidOptions", ttl, err)
+			if err := ls.Extend(ctx, ttl); !errors.Is(err, concurkit.ErrInvalidArgument) {
+				t.Fatalf("Extend(%v) = %v, want ErrInvalidArgument", ttl, err)
 			}
 		}
 		if pttl := c.PTTL(ctx, redislock.LockKey(key)).Val(); pttl < 9*time.Second {
@@ -149,7 +150,7 @@ func TestTokenEdges(t *testing.T) {
 
 	t.Run("MaxInt64", func(t *testing.T) {
 		key := prefix + "max"
-		l, err := redislock.New(c, fixedSource(math.MaxInt64), nil)
+		l, err := redislock.New(c, &redislock.Config{Source: fixedSource(math.MaxInt64)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -165,7 +166,7 @@ func TestTokenEdges(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		below, err := redislock.New(c, fixedSource(math.MaxInt64-1), nil)
+		below, err := redislock.New(c, &redislock.Config{Source: fixedSource(math.MaxInt64 - 1)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -176,7 +177,7 @@ func TestTokenEdges(t *testing.T) {
 
 	t.Run("overflowing source", func(t *testing.T) {
 		src := &counterFrom{n: math.MaxInt64 - 1}
-		l, err := redislock.New(c, src, nil)
+		l, err := redislock.New(c, &redislock.Config{Source: src})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -192,7 +193,7 @@ func TestTokenEdges(t *testing.T) {
 			t.Fatalf("wrapped token: %v, %v; want fenced.ErrInvalidToken", ls, err)
 		}
 		for _, tok := range []fenced.Token{0, -1} {
-			l, _ := redislock.New(c, fixedSource(tok), nil)
+			l, _ := redislock.New(c, &redislock.Config{Source: fixedSource(tok)})
 			if _, err := l.TryAcquire(ctx, key, opts); !errors.Is(err, fenced.ErrInvalidToken) {
 				t.Fatalf("token %d: %v, want fenced.ErrInvalidToken", tok, err)
 			}
@@ -204,7 +205,7 @@ func TestTokenEdges(t *testing.T) {
 
 	t.Run("digit count", func(t *testing.T) {
 		// 10 digits beat 9 although "999999999" > "1000000000" bytewise.
-		l, err := redislock.New(c, &counter{}, nil)
+		l, err := redislock.New(c, &redislock.Config{Source: &counter{}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -58,7 +58,7 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	locker, err := redislock.New(rdb, tokens, nil)
+	locker, err := redislock.New(rdb, &redislock.Config{Source: tokens})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -126,7 +126,7 @@ func ExampleLocker_TryAcquire() {
 		return
 	}
 	tokens, _ := fenced.NewPostgresSequence(pool, "example_redis_tokens")
-	locker, err := redislock.New(rdb, tokens, nil)
+	locker, err := redislock.New(rdb, &redislock.Config{Source: tokens})
 	if err != nil {
 		fmt.Println(err)
 		return

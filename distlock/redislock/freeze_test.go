@@ -36,7 +36,7 @@ func TestFrozenServer(t *testing.T) {
 	procs := testkit.StartRedis(t, 1)
 	c := goredis.NewClient(&goredis.Options{Addr: procs[0].Addr}) // defaults
 	t.Cleanup(func() { _ = c.Close() })
-	l, err := redislock.New(c, &counter{}, nil)
+	l, err := redislock.New(c, &redislock.Config{Source: &counter{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func TestFrozenServerOrphanCleaned(t *testing.T) {
 	procs := testkit.StartRedis(t, 1)
 	c := goredis.NewClient(&goredis.Options{Addr: procs[0].Addr}) // defaults
 	t.Cleanup(func() { _ = c.Close() })
-	l, err := redislock.New(c, &counter{}, nil)
+	l, err := redislock.New(c, &redislock.Config{Source: &counter{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +148,7 @@ func TestFrozenServerHeldLease(t *testing.T) {
 	newLocker := func() *redislock.Locker {
 		c := goredis.NewClient(&goredis.Options{Addr: procs[0].Addr}) // defaults
 		t.Cleanup(func() { _ = c.Close() })
-		l, err := redislock.New(c, tokens, nil)
+		l, err := redislock.New(c, &redislock.Config{Source: tokens})
 		if err != nil {
 			t.Fatal(err)
 		}

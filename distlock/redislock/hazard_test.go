@@ -52,7 +52,7 @@ func owner(t testing.TB, pool *pgxpool.Pool, g fenced.Guard) string {
 func TestMintAfterAcquireHazard(t *testing.T) {
 	c, prefix := redisEnv(t)
 	pool, src := tokenSource(t)
-	l, err := redislock.New(c, src, nil)
+	l, err := redislock.New(c, &redislock.Config{Source: src})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +166,7 @@ func TestMintAfterAcquireHazard(t *testing.T) {
 func TestKleppmannNegativeControl(t *testing.T) {
 	c, prefix := redisEnv(t)
 	pool, src := tokenSource(t)
-	l, err := redislock.New(c, src, nil)
+	l, err := redislock.New(c, &redislock.Config{Source: src})
 	if err != nil {
 		t.Fatal(err)
 	}

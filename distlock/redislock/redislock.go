@@ -8,11 +8,13 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/concurkit/concurkit"
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/internal/redisnode"
 	"github.com/concurkit/concurkit/fenced"
 	"github.com/concurkit/concurkit/internal/handle"
 	"github.com/concurkit/concurkit/internal/lease"
+	"github.com/concurkit/concurkit/observe"
 )
 
 // LockKey returns the Redis key that holds the lock on key:
@@ -28,33 +30,41 @@ func FenceKey(key string) string { return redisnode.FenceKey(key) }
 
 // Default values of the zero Config fields.
 const (
-	DefaultRetryMin       = time.Millisecond
-	DefaultRetryMax       = 50 * time.Millisecond
+	DefaultPollMin        = time.Millisecond
+	DefaultPollMax        = 50 * time.Millisecond
 	DefaultFenceTTL       = 24 * time.Hour
 	DefaultCleanupTimeout = time.Second
 )
 
-// Config tunes a Locker. A nil *Config or a zero field means the documented
-// default; a negative field is distlock.ErrInvalidOptions. New copies it.
+// Config tunes a Locker. A zero field means the documented default; a
+// negative duration is bad input (an error matching
+// concurkit.ErrInvalidArgument). Source has no default: it is required,
+// so a nil *Config is an error too. New copies the Config.
 type Config struct {
+	// Source mints the fencing tokens (required): a fenced.Source shared
+	// by every Locker of the same lock keys, e.g. a PostgreSQL sequence
+	// (package fenced). A single Redis server cannot give out tokens that
+	// survive its restart, so they come from storage that does; see the
+	// package doc for why a token is minted before the lock is taken.
+	Source fenced.Source
 	// Margin is subtracted from a lease's validity (after the clock drift
 	// of 1% of the TTL + 2 ms) so that the lease's Context ends before the
 	// server may give the lock to someone else. Zero means 10% of the TTL,
 	// at most one second.
 	Margin time.Duration
-	// RetryMin and RetryMax bound the full-jitter backoff between the
+	// PollMin and PollMax bound the full-jitter backoff between the
 	// attempts of Acquire: after the n-th busy attempt it waits a random
-	// time in [0, min(RetryMax, RetryMin·2^(n-1))]. Zero means
-	// DefaultRetryMin and DefaultRetryMax.
-	RetryMin, RetryMax time.Duration
+	// time in [0, min(PollMax, PollMin·2^(n-1))]. Zero means
+	// DefaultPollMin (1 ms) and DefaultPollMax (50 ms).
+	PollMin, PollMax time.Duration
 	// FenceTTL is how long the fence key (the highest token that acquired
 	// a lock key) outlives the last acquisition. Zero means
-	// DefaultFenceTTL. It is raised to the lock TTL if shorter.
+	// DefaultFenceTTL (24 h). It is raised to the lock TTL if shorter.
 	FenceTTL time.Duration
 	// CleanupTimeout bounds each Release (together with the caller's
 	// deadline) and each best-effort delete, run in the background, of a
 	// lock whose acquisition outcome is unknown. Zero means
-	// DefaultCleanupTimeout.
+	// DefaultCleanupTimeout (1 s).
 	CleanupTimeout time.Duration
 }
 
@@ -63,10 +73,13 @@ func (c *Config) resolve() (Config, error) {
 	if c != nil {
 		o = *c
 	}
-	err := redisnode.ResolveDurations("redis",
+	if handle.IsNil(o.Source) {
+		return o, fmt.Errorf("%w: redislock: nil Config.Source (required: a fenced.Source for the fencing tokens)", concurkit.ErrInvalidArgument)
+	}
+	err := redisnode.ResolveDurations("redislock",
 		redisnode.Duration{Name: "Margin", Field: &o.Margin},
-		redisnode.Duration{Name: "RetryMin", Field: &o.RetryMin, Default: DefaultRetryMin},
-		redisnode.Duration{Name: "RetryMax", Field: &o.RetryMax, Default: DefaultRetryMax},
+		redisnode.Duration{Name: "PollMin", Field: &o.PollMin, Default: DefaultPollMin},
+		redisnode.Duration{Name: "PollMax", Field: &o.PollMax, Default: DefaultPollMax},
 		redisnode.Duration{Name: "FenceTTL", Field: &o.FenceTTL, Default: DefaultFenceTTL},
 		redisnode.Duration{Name: "CleanupTimeout", Field: &o.CleanupTimeout, Default: DefaultCleanupTimeout})
 	return o, err
@@ -77,7 +90,6 @@ func (c *Config) resolve() (Config, error) {
 type Locker struct {
 	client  goredis.Scripter
 	honours bool // client applies context deadlines to its socket itself
-	source  fenced.Source
 	cfg     Config
 	scripts *redisnode.Scripts
 	bg      redisnode.Background
@@ -87,19 +99,17 @@ var _ distlock.Locker = (*Locker)(nil)
 
 // New returns a Locker that takes locks on client (a *redis.Client,
 // *redis.Ring or *redis.ClusterClient of github.com/redis/go-redis/v9) and
-// mints fencing tokens from source. Any client options work: every call
-// returns by its context's deadline even when the client does not apply
-// deadlines to the socket (go-redis without ContextTimeoutEnabled); with
-// ContextTimeoutEnabled a request given up on also ends at once instead
-// of at the client's ReadTimeout. It returns an error matching
-// distlock.ErrInvalidOptions for a nil client or source (also a typed nil
-// such as a nil *redis.Client) or a negative Config field.
-func New(client goredis.Scripter, source fenced.Source, cfg *Config) (*Locker, error) {
+// mints fencing tokens from cfg.Source. Any client options work: every
+// call returns by its context's deadline even when the client does not
+// apply deadlines to the socket (go-redis without ContextTimeoutEnabled);
+// with ContextTimeoutEnabled a request given up on also ends at once
+// instead of at the client's ReadTimeout. It does no I/O. It returns an
+// error matching concurkit.ErrInvalidArgument for a nil client (also a
+// typed nil such as a nil *redis.Client), a nil cfg or cfg.Source, or a
+// negative Config field.
+func New(client goredis.Scripter, cfg *Config) (*Locker, error) {
 	if handle.IsNil(client) {
-		return nil, fmt.Errorf("%w: redis: nil client", distlock.ErrInvalidOptions)
-	}
-	if handle.IsNil(source) {
-		return nil, fmt.Errorf("%w: redis: nil fenced.Source", distlock.ErrInvalidOptions)
+		return nil, fmt.Errorf("%w: redislock: nil client", concurkit.ErrInvalidArgument)
 	}
 	c, err := cfg.resolve()
 	if err != nil {
@@ -108,23 +118,35 @@ func New(client goredis.Scripter, source fenced.Source, cfg *Config) (*Locker, e
 	return &Locker{
 		client:  client,
 		honours: redisnode.HonoursDeadline(client),
-		source:  source,
 		cfg:     c,
 		scripts: redisnode.NewScripts(),
 	}, nil
 }
 
+// check rejects a nil Locker or one not made by New, before any I/O.
+func (l *Locker) check() error {
+	if l == nil || l.scripts == nil {
+		return fmt.Errorf("%w: redislock: nil or zero Locker (use New)", concurkit.ErrInvalidArgument)
+	}
+	return nil
+}
+
 // Acquire blocks until the lock on key is acquired or ctx ends. Between
-// busy attempts it backs off with full jitter (Config.RetryMin/RetryMax).
+// busy attempts it backs off with full jitter (Config.PollMin/PollMax).
 //
-// It returns distlock.ErrInvalidKey for an empty key,
-// distlock.ErrInvalidOptions for a negative TTL or one too short to leave
-// any validity after drift and margin, errors.Join(distlock.ErrNotAcquired,
-// ctx.Err()) when ctx ends first (at its deadline, even if the server
-// hangs), and the wrapped error of the server or the token source when one
-// fails (Acquire does not spin on a dead server). A lock that a failed or
-// abandoned request may have taken is deleted in the background, after
-// that request returns.
+// It returns distlock.ErrInvalidKey for an empty key, an error matching
+// concurkit.ErrInvalidArgument for a negative TTL or one too short to
+// leave any validity after drift and margin (and for a nil Locker),
+// errors.Join(distlock.ErrNotAcquired, ctx.Err()) when ctx ends first (at
+// its deadline, even if the server hangs), distlock.ErrTokenExhausted
+// when the token source is used up, and the wrapped error of the server
+// or the token source when one fails (Acquire does not spin on a dead
+// server). A lock that a failed or abandoned request may have taken is
+// deleted in the background, after that request returns.
+//
+// An Acquire that found the lock held reports its wait to the hooks of
+// ctx (observe.Hooks.LockWait), and the lease reports its extensions and
+// its loss to them (see distlock.Locker).
 func (l *Locker) Acquire(ctx context.Context, key string, opts *distlock.Options) (distlock.Lease, error) {
 	o, err := l.resolve(key, opts)
 	if err != nil {
@@ -132,7 +154,7 @@ func (l *Locker) Acquire(ctx context.Context, key string, opts *distlock.Options
 	}
 	var tok fenced.Token // reused while the lock is busy, re-minted when stale
 	keys := redisnode.NewKeys(key)
-	ls, err := lease.Poll(ctx, lease.PollPolicy{Min: l.cfg.RetryMin, Max: l.cfg.RetryMax},
+	ls, err := lease.Poll(ctx, lease.PollPolicy{Min: l.cfg.PollMin, Max: l.cfg.PollMax, Package: pkg, Key: key},
 		func(ctx context.Context) (*lease.Lease, error) { return l.try(ctx, key, keys, o, &tok) })
 	if err != nil {
 		return nil, err
@@ -159,15 +181,21 @@ func (l *Locker) TryAcquire(ctx context.Context, key string, opts *distlock.Opti
 	return ls, nil
 }
 
+// pkg names the package in errors and observe events.
+const pkg = "redislock"
+
 func (l *Locker) resolve(key string, opts *distlock.Options) (distlock.Options, error) {
-	o, err := lease.Resolve(key, opts)
+	if err := l.check(); err != nil {
+		return distlock.Options{}, err
+	}
+	o, err := lease.Resolve(pkg, key, opts)
 	if err != nil {
 		return o, err
 	}
 	// The server gets the TTL rounded up to whole milliseconds, so it
 	// holds the lock at least as long as the validity counted from o.TTL.
 	if redisnode.NoValidity(o.TTL, lease.DefaultDrift(o.TTL), l.margin(o.TTL)) {
-		return o, fmt.Errorf("%w: redis: TTL %v leaves no validity after drift and margin", distlock.ErrInvalidOptions, o.TTL)
+		return o, fmt.Errorf("%w: redislock: TTL %v leaves no validity after drift and margin", concurkit.ErrInvalidArgument, o.TTL)
 	}
 	return o, nil
 }
@@ -185,7 +213,7 @@ func (l *Locker) margin(ttl time.Duration) time.Duration {
 func (l *Locker) try(ctx context.Context, key string, keys redisnode.Keys, o distlock.Options, tok *fenced.Token) (*lease.Lease, error) {
 	fenceTTL := max(l.cfg.FenceTTL, o.TTL)
 	budget := o.TTL - lease.DefaultDrift(o.TTL) - l.margin(o.TTL) // > 0: checked by resolve
-	return redisnode.Attempt(ctx, l.source, "redis", key, tok, func(tok fenced.Token, value string) (*lease.Lease, bool, error) {
+	return redisnode.Attempt(ctx, l.cfg.Source, pkg, key, tok, func(tok fenced.Token, value string) (*lease.Lease, bool, error) {
 		start := time.Now() // the server's TTL starts no earlier than this
 		res, err, abandoned := redisnode.Request(ctx, ctx, l.honours, &l.bg,
 			func(ctx context.Context) (int64, error) {
@@ -205,7 +233,7 @@ func (l *Locker) try(ctx context.Context, key string, keys redisnode.Keys, o dis
 			if cerr := ctx.Err(); cerr != nil {
 				return nil, false, errors.Join(distlock.ErrNotAcquired, cerr)
 			}
-			return nil, false, fmt.Errorf("redis: acquire %q: %w", key, err)
+			return nil, false, fmt.Errorf("redislock: acquire %q: %w", key, err)
 		}
 		switch res {
 		case redisnode.Acquired:
@@ -215,7 +243,7 @@ func (l *Locker) try(ctx context.Context, key string, keys redisnode.Keys, o dis
 				l.bg.Go(func() { l.cleanup(ctx, keys, value) })
 				return nil, false, fmt.Errorf("%w: %q: acquired after its validity (%v) was used up", distlock.ErrNotAcquired, key, budget)
 			}
-			ls, err := l.newLease(key, keys, tok, value, o, start)
+			ls, err := l.newLease(observe.FromContext(ctx), key, keys, tok, value, o, start)
 			if err != nil {
 				l.bg.Go(func() { l.cleanup(ctx, keys, value) })
 				return nil, false, err
@@ -228,8 +256,12 @@ func (l *Locker) try(ctx context.Context, key string, keys redisnode.Keys, o dis
 	})
 }
 
-func (l *Locker) newLease(key string, keys redisnode.Keys, tok fenced.Token, value string, o distlock.Options, start time.Time) (*lease.Lease, error) {
+func (l *Locker) newLease(hooks *observe.Hooks, key string, keys redisnode.Keys, tok fenced.Token, value string, o distlock.Options, start time.Time) (*lease.Lease, error) {
+	// The lease's own cleanup bound stays distlock.DefaultCleanupTimeout:
+	// the Release callback bounds its requests by Config.CleanupTimeout.
 	return lease.New(lease.Config{
+		Package:    pkg,
+		Hooks:      hooks,
 		Key:        key,
 		Token:      tok,
 		TTL:        o.TTL,
@@ -242,16 +274,16 @@ func (l *Locker) newLease(key string, keys redisnode.Keys, tok fenced.Token, val
 			Extend: func(ctx context.Context, ttl time.Duration) error {
 				if drift := lease.DefaultDrift(ttl); ttl <= drift {
 					// PX would be (near) zero: the lock would vanish at once.
-					return fmt.Errorf("%w: redis: TTL %v leaves no validity after the drift %v", distlock.ErrInvalidOptions, ttl, drift)
+					return fmt.Errorf("%w: redislock: TTL %v leaves no validity after the drift %v", concurkit.ErrInvalidArgument, ttl, drift)
 				}
 				res, err, _ := redisnode.Request(ctx, ctx, l.honours, &l.bg, func(ctx context.Context) (int64, error) {
 					return l.scripts.Extend(ctx, l.client, keys, value, ttl)
 				}, nil)
 				if err != nil {
-					return fmt.Errorf("redis: extend %q: %w", key, err)
+					return fmt.Errorf("redislock: extend %q: %w", key, err)
 				}
 				if res == 0 {
-					return fmt.Errorf("%w: redis: %q is no longer held by this lease", distlock.ErrLeaseLost, key)
+					return fmt.Errorf("%w: redislock: %q is no longer held by this lease", distlock.ErrLeaseLost, key)
 				}
 				return nil
 			},
@@ -266,10 +298,10 @@ func (l *Locker) newLease(key string, keys redisnode.Keys, tok fenced.Token, val
 					cancel()
 				}
 				if err != nil {
-					return fmt.Errorf("redis: release %q: %w", key, err)
+					return fmt.Errorf("redislock: release %q: %w", key, err)
 				}
 				if res == 0 {
-					return fmt.Errorf("%w: redis: %q was no longer held by this lease", distlock.ErrLeaseLost, key)
+					return fmt.Errorf("%w: redislock: %q was no longer held by this lease", distlock.ErrLeaseLost, key)
 				}
 				return nil
 			},

@@ -12,6 +12,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
+	"github.com/concurkit/concurkit"
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/redislock"
 	"github.com/concurkit/concurkit/fenced"
@@ -23,7 +24,7 @@ func newLocker(t testing.TB) (*redislock.Locker, *goredis.Client, string) {
 	t.Helper()
 	c, prefix := redisEnv(t)
 	_, src := tokenSource(t)
-	l, err := redislock.New(c, src, nil)
+	l, err := redislock.New(c, &redislock.Config{Source: src})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,31 +43,40 @@ func TestNewBadInput(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		client goredis.Scripter
-		src    fenced.Source
 		cfg    *redislock.Config
 	}{
-		{"nil client", nil, &counter{}, nil},
-		{"typed nil client", nilClient, &counter{}, nil},
-		{"nil source", c, nil, nil},
-		{"typed nil source", c, nilSrc, nil},
-		{"negative margin", c, &counter{}, &redislock.Config{Margin: -1}},
-		{"negative retry", c, &counter{}, &redislock.Config{RetryMax: -time.Second}},
-		{"negative fence TTL", c, &counter{}, &redislock.Config{FenceTTL: -1}},
-		{"negative cleanup timeout", c, &counter{}, &redislock.Config{CleanupTimeout: -1}},
+		{"nil client", nil, &redislock.Config{Source: &counter{}}},
+		{"typed nil client", nilClient, &redislock.Config{Source: &counter{}}},
+		{"nil config (Source is required)", c, nil},
+		{"nil source", c, &redislock.Config{}},
+		{"typed nil source", c, &redislock.Config{Source: nilSrc}},
+		{"negative margin", c, &redislock.Config{Source: &counter{}, Margin: -1}},
+		{"negative poll", c, &redislock.Config{Source: &counter{}, PollMax: -time.Second}},
+		{"negative fence TTL", c, &redislock.Config{Source: &counter{}, FenceTTL: -1}},
+		{"negative cleanup timeout", c, &redislock.Config{Source: &counter{}, CleanupTimeout: -1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l, err := redislock.New(tc.client, tc.src, tc.cfg)
-			if !errors.Is(err, distlock.ErrInvalidOptions) || l != nil {
-				t.Fatalf("New = %v, %v; want nil, ErrInvalidOptions", l, err)
+			l, err := redislock.New(tc.client, tc.cfg)
+			if !errors.Is(err, concurkit.ErrInvalidArgument) || l != nil {
+				t.Fatalf("New = %v, %v; want nil, an error matching concurkit.ErrInvalidArgument", l, err)
 			}
 		})
+	}
+	// A nil or zero Locker is bad input too, not a panic.
+	for name, l := range map[string]*redislock.Locker{"nil": nil, "zero": new(redislock.Locker)} {
+		if _, err := l.Acquire(t.Context(), "k", nil); !errors.Is(err, concurkit.ErrInvalidArgument) {
+			t.Errorf("%s Locker: Acquire = %v", name, err)
+		}
+		if _, err := l.TryAcquire(t.Context(), "k", nil); !errors.Is(err, concurkit.ErrInvalidArgument) {
+			t.Errorf("%s Locker: TryAcquire = %v", name, err)
+		}
 	}
 }
 
 func TestAcquireBadInput(t *testing.T) {
 	c := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:1"}) // never contacted
 	t.Cleanup(func() { _ = c.Close() })
-	l, err := redislock.New(c, &counter{}, nil)
+	l, err := redislock.New(c, &redislock.Config{Source: &counter{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,9 +87,9 @@ func TestAcquireBadInput(t *testing.T) {
 		want error
 	}{
 		{"empty key", "", nil, distlock.ErrInvalidKey},
-		{"negative TTL", "k", &distlock.Options{TTL: -time.Second}, distlock.ErrInvalidOptions},
-		{"TTL below 1ms", "k", &distlock.Options{TTL: time.Microsecond}, distlock.ErrInvalidOptions},
-		{"TTL without validity", "k", &distlock.Options{TTL: 2 * time.Millisecond}, distlock.ErrInvalidOptions},
+		{"negative TTL", "k", &distlock.Options{TTL: -time.Second}, concurkit.ErrInvalidArgument},
+		{"TTL below 1ms", "k", &distlock.Options{TTL: time.Microsecond}, concurkit.ErrInvalidArgument},
+		{"TTL without validity", "k", &distlock.Options{TTL: 2 * time.Millisecond}, concurkit.ErrInvalidArgument},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, f := range []func(context.Context, string, *distlock.Options) (distlock.Lease, error){l.Acquire, l.TryAcquire} {
@@ -188,11 +198,11 @@ func TestAcquireCancelWhileWaiting(t *testing.T) {
 	c, prefix := redisEnv(t)
 	_, pg := tokenSource(t)
 	src := &signalSource{Source: pg, started: make(chan struct{})}
-	l, err := redislock.New(c, src, nil)
+	l, err := redislock.New(c, &redislock.Config{Source: src})
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := redislock.New(c, pg, nil)
+	other, err := redislock.New(c, &redislock.Config{Source: pg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +235,7 @@ func TestAcquireCancelWhileWaiting(t *testing.T) {
 func TestStaleTokenRefused(t *testing.T) {
 	c, prefix := redisEnv(t)
 	src := &counter{}
-	l, err := redislock.New(c, src, nil)
+	l, err := redislock.New(c, &redislock.Config{Source: src})
 	if err != nil {
 		t.Fatal(err)
 	}

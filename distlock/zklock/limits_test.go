@@ -16,6 +16,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/concurkit/concurkit"
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/zklock"
 	"github.com/concurkit/concurkit/testkit"
@@ -84,9 +85,9 @@ func TestBadInputBeforeIO(t *testing.T) {
 		{"truncated rune", "caf\xc3", nil, distlock.ErrInvalidKey},
 		{"too long", strings.Repeat("k", zklock.MaxKeyLen+1), nil, distlock.ErrInvalidKey},
 		{"1.1 MB", strings.Repeat("k", 1100<<10), nil, distlock.ErrInvalidKey},
-		{"negative ttl", "k", &distlock.Options{TTL: -time.Second}, distlock.ErrInvalidOptions},
-		{"ttl MaxInt64", "k", &distlock.Options{TTL: math.MaxInt64}, distlock.ErrInvalidOptions},
-		{"ttl above MaxTTL", "k", &distlock.Options{TTL: zklock.MaxTTL + time.Millisecond}, distlock.ErrInvalidOptions},
+		{"negative ttl", "k", &distlock.Options{TTL: -time.Second}, concurkit.ErrInvalidArgument},
+		{"ttl MaxInt64", "k", &distlock.Options{TTL: math.MaxInt64}, concurkit.ErrInvalidArgument},
+		{"ttl above MaxTTL", "k", &distlock.Options{TTL: zklock.MaxTTL + time.Millisecond}, concurkit.ErrInvalidArgument},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -115,10 +116,11 @@ func TestBadInputBeforeIO(t *testing.T) {
 		{"root with control char", &zklock.Config{Root: "/a\x01b"}},
 		{"root not UTF-8", &zklock.Config{Root: "/a\xffb"}},
 		{"root in /zookeeper", &zklock.Config{Root: "/zookeeper/locks"}},
+		{"negative cleanup timeout", &zklock.Config{CleanupTimeout: -1}},
 	}
 	for _, tc := range bad {
-		if _, err := zklock.New([]string{"127.0.0.1:1"}, tc.cfg); !errors.Is(err, distlock.ErrInvalidOptions) {
-			t.Errorf("New(%s) = %v, want ErrInvalidOptions", tc.name, err)
+		if _, err := zklock.New([]string{"127.0.0.1:1"}, tc.cfg); !errors.Is(err, concurkit.ErrInvalidArgument) {
+			t.Errorf("New(%s) = %v, want ErrInvalidArgument", tc.name, err)
 		}
 	}
 	root := newLocker(t, []string{"127.0.0.1:1"}, &zklock.Config{Root: "/", Dialer: dialer})
@@ -126,6 +128,15 @@ func TestBadInputBeforeIO(t *testing.T) {
 	defer cancel()
 	if _, err := root.TryAcquire(ctx, "zookeeper", nil); !errors.Is(err, distlock.ErrInvalidKey) {
 		t.Errorf("key %q under root / = %v, want ErrInvalidKey (the system subtree)", "zookeeper", err)
+	}
+	// A nil or zero Locker is bad input too, not a panic.
+	for name, l := range map[string]*zklock.Locker{"nil": nil, "zero": new(zklock.Locker)} {
+		if _, err := l.Acquire(ctx, "k", nil); !errors.Is(err, concurkit.ErrInvalidArgument) {
+			t.Errorf("%s Locker: Acquire = %v", name, err)
+		}
+		if _, err := l.TryAcquire(ctx, "k", nil); !errors.Is(err, concurkit.ErrInvalidArgument) {
+			t.Errorf("%s Locker: TryAcquire = %v", name, err)
+		}
 	}
 }
 

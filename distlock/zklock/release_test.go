@@ -25,7 +25,7 @@ func checkReleaseError(t *testing.T, err error, expired bool) {
 	switch {
 	case !errors.Is(err, distlock.ErrLeaseLost):
 		t.Errorf("Release = %v, want ErrLeaseLost", err)
-	case strings.Count(msg, "zookeeper: release") > 1:
+	case strings.Count(msg, "zklock: release") > 1:
 		t.Errorf("Release error repeats its prefix: %q", msg)
 	case expired && strings.Contains(msg, "will be deleted after reconnecting"):
 		t.Errorf("Release error promises a deletion the expired session already did: %q", msg)

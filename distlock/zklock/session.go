@@ -18,9 +18,9 @@ import (
 
 // Causes of a session epoch's end; both match distlock.ErrLeaseLost.
 var (
-	errSuspended = fmt.Errorf("%w: zookeeper: connection lost, session may have expired", distlock.ErrLeaseLost)
-	errExpired   = fmt.Errorf("%w: zookeeper: session expired", distlock.ErrLeaseLost)
-	errClosed    = fmt.Errorf("%w: zookeeper: locker closed", distlock.ErrLeaseLost)
+	errSuspended = fmt.Errorf("%w: zklock: connection lost, session may have expired", distlock.ErrLeaseLost)
+	errExpired   = fmt.Errorf("%w: zklock: session expired", distlock.ErrLeaseLost)
+	errClosed    = fmt.Errorf("%w: zklock: locker closed", distlock.ErrLeaseLost)
 )
 
 // session is one ZooKeeper connection (and its session) with a fixed
@@ -78,7 +78,7 @@ func (l *Locker) dial(timeout time.Duration) (*session, error) {
 		zk.WithDialer(dialer), zk.WithLogger(l.logger), zk.WithLogInfo(false),
 		zk.WithEventCallback(s.onEvent))
 	if err != nil {
-		return nil, fmt.Errorf("zookeeper: connect: %w", err)
+		return nil, fmt.Errorf("zklock: connect: %w", err)
 	}
 	s.conn, s.events = conn, events
 	return s, nil
@@ -233,11 +233,11 @@ func (s *session) unreachable(path string) error {
 	t := s.timeout()
 	if !down.IsZero() {
 		if gone := time.Since(down); gone >= t {
-			return fmt.Errorf("%w: zookeeper: lock node %s: no contact with ZooKeeper for %v, longer than the session timeout %v: the session expired and the server deleted the node",
+			return fmt.Errorf("%w: zklock: lock node %s: no contact with ZooKeeper for %v, longer than the session timeout %v: the session expired and the server deleted the node",
 				distlock.ErrLeaseLost, path, gone.Round(time.Millisecond), t)
 		}
 	}
-	return fmt.Errorf("%w: zookeeper: lock node %s: not connected; it is deleted on reconnection with the same session, or by the server when the session expires (timeout %v)",
+	return fmt.Errorf("%w: zklock: lock node %s: not connected; it is deleted on reconnection with the same session, or by the server when the session expires (timeout %v)",
 		distlock.ErrLeaseLost, path, t)
 }
 
@@ -363,7 +363,7 @@ func (s *session) background(sid int64, fn func() error, done chan<- error) erro
 }
 
 // errPending: a background operation waits for the reconnection.
-var errPending = fmt.Errorf("zookeeper: not connected: %w", zk.ErrConnectionClosed)
+var errPending = fmt.Errorf("zklock: not connected: %w", zk.ErrConnectionClosed)
 
 func (s *session) retry(sid int64, fn func() error) error {
 	for {

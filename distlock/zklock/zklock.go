@@ -14,16 +14,23 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/concurkit/concurkit"
 	"github.com/concurkit/concurkit/distlock"
+	"github.com/concurkit/concurkit/distlock/internal/sentinel"
 	"github.com/concurkit/concurkit/fenced"
 	"github.com/concurkit/concurkit/internal/handle"
 	"github.com/concurkit/concurkit/internal/lease"
+	"github.com/concurkit/concurkit/observe"
 )
+
+// pkg names the package in errors and observe events.
+const pkg = "zklock"
 
 // DefaultRoot is the znode under which lock nodes are created when
 // Config.Root is empty.
@@ -45,29 +52,38 @@ const MaxTTL = math.MaxInt32 * time.Millisecond
 // maxRootLen bounds Config.Root (see MaxKeyLen).
 const maxRootLen = 1024
 
-// ErrClosed is returned by Acquire and TryAcquire after Close.
-var ErrClosed = errors.New("zookeeper: locker closed")
+// ErrClosed ["closed" for observe.ErrorType] is returned by Acquire and
+// TryAcquire after Close.
+var ErrClosed error = sentinel.New("zklock: locker closed", "closed")
 
 // Config configures a Locker. A nil *Config or a zero field means the
-// documented default.
+// documented default; an invalid field is bad input (an error matching
+// concurkit.ErrInvalidArgument). New copies it.
 type Config struct {
 	// Root is the absolute znode path under which each key gets a child
 	// node holding its lock nodes: /<Root>/<escaped key>/_c_<guid>-lock-N.
-	// Default DefaultRoot. Missing nodes are created (the per-key node as a
-	// container node, which the server removes once it is empty). It must
-	// be a valid ZooKeeper path of at most 1024 bytes outside /zookeeper
-	// (the server's own subtree); otherwise New returns
-	// distlock.ErrInvalidOptions.
+	// Default DefaultRoot ("/concurkit/locks"). Missing nodes are created
+	// (the per-key node as a container node, which the server removes once
+	// it is empty). It must be a valid ZooKeeper path of at most 1024
+	// bytes outside /zookeeper (the server's own subtree). (It is etcdlock's
+	// Prefix, but a path of znodes, validated as such, rather than a
+	// string prefix of keys.)
 	Root string
 	// ACL of the created nodes. Default zk.WorldACL(zk.PermAll); an empty
-	// non-nil slice is distlock.ErrInvalidOptions.
+	// non-nil slice is bad input.
 	ACL []zk.ACL
 	// Dialer opens the TCP connections to the servers. Default
 	// net.DialTimeout.
 	Dialer zk.Dialer
 	// Logger receives the ZooKeeper client's log lines. Default: discarded.
-	// A typed nil (say a nil *log.Logger) is distlock.ErrInvalidOptions.
+	// A typed nil (say a nil *log.Logger) is bad input.
 	Logger zk.Logger
+	// CleanupTimeout bounds Release's cleanup (the delete of the lease's
+	// node), which ignores the cancellation of the caller's context. A
+	// delete that cannot reach ZooKeeper is handed to a background reaper
+	// at once (see the package doc). Default distlock.DefaultCleanupTimeout
+	// (5 s); negative is bad input.
+	CleanupTimeout time.Duration
 }
 
 // Locker hands out leases backed by ZooKeeper sessions. It is safe for
@@ -81,6 +97,7 @@ type Locker struct {
 	acl     []zk.ACL
 	dialer  zk.Dialer
 	logger  zk.Logger
+	cleanup time.Duration
 
 	mu       sync.Mutex
 	closed   bool
@@ -94,17 +111,27 @@ type Locker struct {
 var _ distlock.Locker = (*Locker)(nil)
 
 // New returns a Locker for the ZooKeeper ensemble at servers ("host:port").
+//
+// Its client is the server list, not a *zk.Conn: a ZooKeeper lock lives as
+// long as the session that created it, and a session's timeout is fixed
+// when it is opened, so the Locker opens one session per lease TTL in use
+// (see the package doc) — with its own dialer, which reads the session
+// timeout the server granted and works around a data race of the client
+// after a reconnection. A single caller-made connection could serve only
+// one TTL and would share its session's fate with the caller's other work.
+//
 // It does not connect until the first acquisition. It returns an error
-// matching distlock.ErrInvalidOptions if servers is empty, cfg.Root is not
-// a valid absolute path (see Config.Root), cfg.ACL is empty but not nil or
-// cfg.Logger is a typed nil.
+// matching concurkit.ErrInvalidArgument if servers is empty or holds an
+// empty address, cfg.Root is not a valid absolute path (see Config.Root),
+// cfg.ACL is empty but not nil, cfg.Logger is a typed nil or
+// cfg.CleanupTimeout is negative.
 func New(servers []string, cfg *Config) (*Locker, error) {
 	var c Config
 	if cfg != nil {
 		c = *cfg
 	}
 	if len(servers) == 0 || slices.Contains(servers, "") {
-		return nil, fmt.Errorf("%w: zookeeper: no servers", distlock.ErrInvalidOptions)
+		return nil, fmt.Errorf("%w: zklock: no servers (the client is the list of server addresses)", concurkit.ErrInvalidArgument)
 	}
 	if c.Root == "" {
 		c.Root = DefaultRoot
@@ -116,7 +143,7 @@ func New(servers []string, cfg *Config) (*Locker, error) {
 	case c.ACL == nil:
 		c.ACL = zk.WorldACL(zk.PermAll)
 	case len(c.ACL) == 0:
-		return nil, fmt.Errorf("%w: zookeeper: empty ACL", distlock.ErrInvalidOptions)
+		return nil, fmt.Errorf("%w: zklock: empty Config.ACL", concurkit.ErrInvalidArgument)
 	}
 	if c.Dialer == nil {
 		c.Dialer = net.DialTimeout
@@ -125,7 +152,10 @@ func New(servers []string, cfg *Config) (*Locker, error) {
 	case c.Logger == nil:
 		c.Logger = discard{}
 	case handle.IsNil(c.Logger):
-		return nil, fmt.Errorf("%w: zookeeper: nil %T logger", distlock.ErrInvalidOptions, c.Logger)
+		return nil, fmt.Errorf("%w: zklock: nil %T Config.Logger", concurkit.ErrInvalidArgument, c.Logger)
+	}
+	if c.CleanupTimeout < 0 {
+		return nil, fmt.Errorf("%w: zklock: Config.CleanupTimeout %v < 0", concurkit.ErrInvalidArgument, c.CleanupTimeout)
 	}
 	return &Locker{
 		servers:   slices.Clone(servers),
@@ -133,6 +163,7 @@ func New(servers []string, cfg *Config) (*Locker, error) {
 		acl:       slices.Clone(c.ACL),
 		dialer:    c.Dialer,
 		logger:    c.Logger,
+		cleanup:   c.CleanupTimeout,
 		abandoned: make(map[string][]chan struct{}),
 	}, nil
 }
@@ -146,7 +177,7 @@ func (discard) Printf(string, ...any) {}
 // Multilingual Plane are surrogates there, which it refuses).
 func validRoot(root string) error {
 	bad := func(why string) error {
-		return fmt.Errorf("%w: zookeeper: root %q: %s", distlock.ErrInvalidOptions, root, why)
+		return fmt.Errorf("%w: zklock: Config.Root %q: %s", concurkit.ErrInvalidArgument, root, why)
 	}
 	switch {
 	case !utf8.ValidString(root):
@@ -184,8 +215,11 @@ func validPathRune(r rune) bool {
 // Close ends every session of the Locker: each lease's context is
 // cancelled and the server deletes their lock nodes at once. Waiting
 // Acquire calls return ErrClosed. Close waits for the client goroutines to
-// exit and is idempotent.
+// exit and is idempotent (a nil Locker's Close returns nil).
 func (l *Locker) Close() error {
+	if l == nil {
+		return nil
+	}
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
@@ -284,9 +318,15 @@ func (l *Locker) closeIdleLocked(keep *session) {
 // at most MaxTTL) is the requested session timeout. It returns
 // distlock.ErrInvalidKey for a key that is empty, not valid UTF-8, longer
 // than MaxKeyLen, "." or ".." (or "zookeeper" under the root "/"),
-// distlock.ErrInvalidOptions for a negative TTL or one above MaxTTL (all
-// before any I/O), ErrClosed after Close, and ZooKeeper errors other than
-// connection losses (which it rides out).
+// an error matching concurkit.ErrInvalidArgument for a negative TTL or one
+// above MaxTTL (and for a nil Locker; all before any I/O), ErrClosed after
+// Close, and ZooKeeper errors other than connection losses (which it rides
+// out).
+//
+// An Acquire that had to wait for a predecessor's node reports its wait to
+// the hooks of ctx (observe.Hooks.LockWait, one attempt: the wait is on
+// the server), and the lease reports its extensions and its loss to them
+// (see distlock.Locker).
 func (l *Locker) Acquire(ctx context.Context, key string, opts *distlock.Options) (distlock.Lease, error) {
 	return l.acquire(ctx, key, opts, false)
 }
@@ -307,13 +347,13 @@ func (l *Locker) TryAcquire(ctx context.Context, key string, opts *distlock.Opti
 func (l *Locker) nodeName(key string) (string, error) {
 	switch {
 	case !utf8.ValidString(key):
-		return "", fmt.Errorf("%w: zookeeper: key %q is not valid UTF-8", distlock.ErrInvalidKey, key)
+		return "", fmt.Errorf("%w: zklock: key %q is not valid UTF-8", distlock.ErrInvalidKey, key)
 	case len(key) > MaxKeyLen:
-		return "", fmt.Errorf("%w: zookeeper: key of %d bytes exceeds MaxKeyLen (%d)", distlock.ErrInvalidKey, len(key), MaxKeyLen)
+		return "", fmt.Errorf("%w: zklock: key of %d bytes exceeds MaxKeyLen (%d)", distlock.ErrInvalidKey, len(key), MaxKeyLen)
 	}
 	name := url.PathEscape(key)
 	if name == "." || name == ".." || (l.root == "" && name == "zookeeper") { // root "/" is stored as ""
-		return "", fmt.Errorf("%w: zookeeper: key %q", distlock.ErrInvalidKey, key)
+		return "", fmt.Errorf("%w: zklock: key %q", distlock.ErrInvalidKey, key)
 	}
 	return name, nil
 }
@@ -327,7 +367,7 @@ const (
 func newGUID() (string, error) {
 	var b [16]byte
 	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("zookeeper: guid: %w", err)
+		return "", fmt.Errorf("zklock: guid: %w", err)
 	}
 	return hex.EncodeToString(b[:]), nil
 }
@@ -351,9 +391,13 @@ func seqOf(name string) int64 {
 
 // contender is one acquisition attempt: at most one lock node at a time.
 type contender struct {
-	l   *Locker
-	s   *session
-	dir string
+	l     *Locker
+	s     *session
+	dir   string
+	hooks *observe.Hooks // of the Acquire call's context, for the lease
+	// waited is set once the attempt found the lock held and waited (on a
+	// predecessor's node or an abandoned attempt): a LockWait event.
+	waited atomic.Bool
 
 	node string // base name of our node; "" when we have none
 	sid  int64  // session that created node
@@ -366,15 +410,26 @@ type contender struct {
 
 // errNoSession is the cause of a TryAcquire that found no session within
 // the session timeout.
-var errNoSession = errors.New("zookeeper: no session")
+var errNoSession = errors.New("zklock: no session")
 
-func (l *Locker) acquire(ctx context.Context, key string, opts *distlock.Options, try bool) (distlock.Lease, error) {
-	o, err := lease.Resolve(key, opts)
+// check rejects a nil Locker or one not made by New, before any I/O.
+func (l *Locker) check() error {
+	if l == nil || l.servers == nil {
+		return fmt.Errorf("%w: zklock: nil or zero Locker (use New)", concurkit.ErrInvalidArgument)
+	}
+	return nil
+}
+
+func (l *Locker) acquire(ctx context.Context, key string, opts *distlock.Options, try bool) (_ distlock.Lease, err error) {
+	if err := l.check(); err != nil {
+		return nil, err
+	}
+	o, err := lease.Resolve(pkg, key, opts)
 	if err != nil {
 		return nil, err
 	}
 	if o.TTL > MaxTTL {
-		return nil, fmt.Errorf("%w: zookeeper: TTL %v exceeds MaxTTL (%v)", distlock.ErrInvalidOptions, o.TTL, MaxTTL)
+		return nil, fmt.Errorf("%w: zklock: TTL %v exceeds MaxTTL (%v)", concurkit.ErrInvalidArgument, o.TTL, MaxTTL)
 	}
 	ttl := o.TTL.Truncate(time.Millisecond) // the protocol's unit; round up
 	if ttl < o.TTL {
@@ -388,10 +443,16 @@ func (l *Locker) acquire(ctx context.Context, key string, opts *distlock.Options
 	if err != nil {
 		return nil, err
 	}
-	c := &contender{l: l, s: s, dir: l.root + "/" + name} // root "/" is stored as ""
+	c := &contender{l: l, s: s, dir: l.root + "/" + name, hooks: observe.FromContext(ctx)} // root "/" is stored as ""
+	start := time.Now()
+	defer func() {
+		if c.waited.Load() {
+			lease.ReportWait(ctx, pkg, key, start, 1, err)
+		}
+	}()
 	// An abandoned attempt of ours on this key may still be removing its
 	// node: do not queue behind our own leftover.
-	if err := l.waitAbandoned(ctx, c.dir); err != nil {
+	if err := l.waitAbandoned(ctx, c.dir, &c.waited); err != nil {
 		l.unref(s)
 		return nil, errors.Join(distlock.ErrNotAcquired, err)
 	}
@@ -439,7 +500,7 @@ func (l *Locker) acquire(ctx context.Context, key string, opts *distlock.Options
 			r.err = errors.Join(distlock.ErrNotAcquired, ctx.Err())
 		}
 		if r.err != nil && errors.Is(context.Cause(wctx), errNoSession) && ctx.Err() == nil {
-			r.err = fmt.Errorf("%w: zookeeper: no session within %v", distlock.ErrNotAcquired, tryBound(s))
+			r.err = fmt.Errorf("%w: zklock: no session within %v", distlock.ErrNotAcquired, tryBound(s))
 		}
 		return r.ls, r.err
 	case <-wctx.Done():
@@ -449,13 +510,14 @@ func (l *Locker) acquire(ctx context.Context, key string, opts *distlock.Options
 		if err := ctx.Err(); err != nil {
 			return nil, errors.Join(distlock.ErrNotAcquired, err)
 		}
-		return nil, fmt.Errorf("%w: zookeeper: no session within %v", distlock.ErrNotAcquired, tryBound(s))
+		return nil, fmt.Errorf("%w: zklock: no session within %v", distlock.ErrNotAcquired, tryBound(s))
 	}
 }
 
 // waitAbandoned waits until the abandoned acquisitions of this Locker on
-// the key node dir have finished (removed their node), or ctx ends.
-func (l *Locker) waitAbandoned(ctx context.Context, dir string) error {
+// the key node dir have finished (removed their node), or ctx ends; if it
+// has to wait, it sets *waited.
+func (l *Locker) waitAbandoned(ctx context.Context, dir string, waited *atomic.Bool) error {
 	l.mu.Lock()
 	chans := pending(l.abandoned[dir])
 	if len(chans) == 0 {
@@ -464,6 +526,9 @@ func (l *Locker) waitAbandoned(ctx context.Context, dir string) error {
 		l.abandoned[dir] = chans
 	}
 	l.mu.Unlock()
+	if len(chans) > 0 {
+		waited.Store(true)
+	}
 	for _, ch := range chans {
 		select {
 		case <-ch:
@@ -534,7 +599,7 @@ func (c *contender) run(ctx context.Context, key string, try bool) (distlock.Lea
 			pause(ctx, live)
 			continue
 		case err != nil:
-			return nil, fmt.Errorf("zookeeper: children of %s: %w", c.dir, err)
+			return nil, fmt.Errorf("zklock: children of %s: %w", c.dir, err)
 		}
 		locks := lockNodes(children)
 		idx := slices.Index(locks, c.node)
@@ -566,8 +631,9 @@ func (c *contender) run(ctx context.Context, key string, try bool) (distlock.Lea
 			pause(ctx, live)
 			continue
 		case err != nil:
-			return nil, fmt.Errorf("zookeeper: watch predecessor: %w", err)
+			return nil, fmt.Errorf("zklock: watch predecessor: %w", err)
 		}
+		c.waited.Store(true)
 		select {
 		case <-ch:
 		case <-live.Done(): // reconnect, then re-check our node
@@ -634,10 +700,10 @@ func (c *contender) create() error {
 			c.pendingGUID, c.pendingSID = guid, sid
 			return err
 		default:
-			return fmt.Errorf("zookeeper: create lock node: %w", err)
+			return fmt.Errorf("zklock: create lock node: %w", err)
 		}
 	}
-	return fmt.Errorf("zookeeper: create lock node: parent %s keeps disappearing", c.dir)
+	return fmt.Errorf("zklock: create lock node: parent %s keeps disappearing", c.dir)
 }
 
 // find returns the base name of the child of c.dir created with guid, or "".
@@ -675,7 +741,7 @@ func (c *contender) mkdirs() error {
 			if isConnErr(err) {
 				return err
 			}
-			return fmt.Errorf("zookeeper: create %s: %w", path, err)
+			return fmt.Errorf("zklock: create %s: %w", path, err)
 		}
 	}
 	return nil
@@ -703,7 +769,7 @@ func (c *contender) cleanup() {
 	}
 }
 
-var errRetry = errors.New("zookeeper: retry")
+var errRetry = errors.New("zklock: retry")
 
 // hold turns our lowest node into a lease: it reads the node's stat (the
 // czxid is the token) and sets a watch on it, within the epoch live. The
@@ -723,14 +789,17 @@ func (c *contender) hold(key string, live context.Context) (distlock.Lease, erro
 		return nil, errRetry
 	}
 	if stat.Czxid <= 0 {
-		return nil, fmt.Errorf("zookeeper: lock node %s has czxid %d", path, stat.Czxid)
+		return nil, fmt.Errorf("zklock: lock node %s has czxid %d", path, stat.Czxid)
 	}
 	version, sid := stat.Version, stat.EphemeralOwner
 	unref := sync.OnceFunc(func() { c.l.unref(s) })
 	ls, err := lease.New(lease.Config{
-		Key:   key,
-		Token: fenced.Token(stat.Czxid),
-		TTL:   0, // validity is the session's, not a timer's
+		Package:        pkg,
+		Hooks:          c.hooks,
+		CleanupTimeout: c.l.cleanup,
+		Key:            key,
+		Token:          fenced.Token(stat.Czxid),
+		TTL:            0, // validity is the session's, not a timer's
 		Backend: lease.Backend{
 			Extend: func(ctx context.Context, _ time.Duration) error {
 				err := s.call(ctx, func() error {
@@ -744,9 +813,9 @@ func (c *contender) hold(key string, live context.Context) (distlock.Lease, erro
 				case err == nil:
 					return nil
 				case errors.Is(err, zk.ErrNoNode):
-					return fmt.Errorf("%w: zookeeper: lock node %s deleted", distlock.ErrLeaseLost, path)
+					return fmt.Errorf("%w: zklock: lock node %s deleted", distlock.ErrLeaseLost, path)
 				}
-				return fmt.Errorf("zookeeper: extend: %w", err)
+				return fmt.Errorf("zklock: extend: %w", err)
 			},
 			Release: func(ctx context.Context) error {
 				defer unref()
@@ -778,7 +847,7 @@ func (c *contender) hold(key string, live context.Context) (distlock.Lease, erro
 func (c *contender) release(ctx context.Context, path string, version int32, sid int64) error {
 	s := c.s
 	gone := func(why string) error {
-		return fmt.Errorf("%w: zookeeper: lock node %s: %s", distlock.ErrLeaseLost, path, why)
+		return fmt.Errorf("%w: zklock: lock node %s: %s", distlock.ErrLeaseLost, path, why)
 	}
 	switch {
 	case s.isClosed():
@@ -798,11 +867,11 @@ func (c *contender) release(ctx context.Context, path string, version int32, sid
 	case errors.Is(err, errClosed):
 		return gone("the Locker was closed, ending its session")
 	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
-		return fmt.Errorf("zookeeper: release: delete of %s unanswered, still pending: %w", path, err)
+		return fmt.Errorf("zklock: release: delete of %s unanswered, still pending: %w", path, err)
 	case isConnErr(err): // the reaper takes over
 		return s.unreachable(path)
 	}
-	return fmt.Errorf("zookeeper: release: delete %s: %w", path, err)
+	return fmt.Errorf("zklock: release: delete %s: %w", path, err)
 }
 
 // watch marks ls lost when its epoch ends or its node is deleted. A lease
@@ -830,11 +899,11 @@ func (l *Locker) watch(ls *lease.Lease, live context.Context, ch <-chan zk.Event
 		case ev := <-ch:
 			switch ev.Type {
 			case zk.EventNodeDeleted:
-				ls.Lost(fmt.Errorf("%w: zookeeper: lock node %s deleted", distlock.ErrLeaseLost, path))
+				ls.Lost(fmt.Errorf("%w: zklock: lock node %s deleted", distlock.ErrLeaseLost, path))
 				unref()
 				return
 			case zk.EventNotWatching:
-				ls.Lost(fmt.Errorf("%w: zookeeper: watch on %s ended: %w", distlock.ErrLeaseLost, path, ev.Err))
+				ls.Lost(fmt.Errorf("%w: zklock: watch on %s ended: %w", distlock.ErrLeaseLost, path, ev.Err))
 				unref()
 				return
 			}

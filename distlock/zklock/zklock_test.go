@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/concurkit/concurkit"
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/zklock"
 	"github.com/concurkit/concurkit/testkit"
@@ -24,12 +25,12 @@ func newLocker(t *testing.T, servers []string, cfg *zklock.Config) *zklock.Locke
 }
 
 func TestBadInput(t *testing.T) {
-	if _, err := zklock.New(nil, nil); !errors.Is(err, distlock.ErrInvalidOptions) {
-		t.Errorf("New(nil servers) = %v, want ErrInvalidOptions", err)
+	if _, err := zklock.New(nil, nil); !errors.Is(err, concurkit.ErrInvalidArgument) {
+		t.Errorf("New(nil servers) = %v, want ErrInvalidArgument", err)
 	}
 	for _, root := range []string{"relative", "/trailing/", "/a//b", "/a/../b"} {
-		if _, err := zklock.New([]string{"127.0.0.1:1"}, &zklock.Config{Root: root}); !errors.Is(err, distlock.ErrInvalidOptions) {
-			t.Errorf("New(root %q) = %v, want ErrInvalidOptions", root, err)
+		if _, err := zklock.New([]string{"127.0.0.1:1"}, &zklock.Config{Root: root}); !errors.Is(err, concurkit.ErrInvalidArgument) {
+			t.Errorf("New(root %q) = %v, want ErrInvalidArgument", root, err)
 		}
 	}
 	// Validation happens before any connection: no server needed.
@@ -43,7 +44,7 @@ func TestBadInput(t *testing.T) {
 		{"empty key", "", nil, distlock.ErrInvalidKey},
 		{"dot key", ".", nil, distlock.ErrInvalidKey},
 		{"dotdot key", "..", nil, distlock.ErrInvalidKey},
-		{"negative ttl", "k", &distlock.Options{TTL: -time.Second}, distlock.ErrInvalidOptions},
+		{"negative ttl", "k", &distlock.Options{TTL: -time.Second}, concurkit.ErrInvalidArgument},
 	}
 	for _, tc := range cases {
 		if _, err := l.Acquire(t.Context(), tc.key, tc.opts); !errors.Is(err, tc.want) {
@@ -228,7 +229,7 @@ func TestExtendAndNodeDeleted(t *testing.T) {
 	if err := ls.Extend(t.Context(), time.Second); err != nil {
 		t.Fatalf("Extend = %v", err)
 	}
-	if err := ls.Extend(t.Context(), -time.Second); !errors.Is(err, distlock.ErrInvalidOptions) {
+	if err := ls.Extend(t.Context(), -time.Second); !errors.Is(err, concurkit.ErrInvalidArgument) {
 		t.Fatalf("Extend(-1s) = %v", err)
 	}
 	conn := testkit.ZooKeeperConn(t, servers)
