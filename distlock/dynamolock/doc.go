@@ -1,4 +1,4 @@
-// Package dynamodb is a distlock backend on one DynamoDB item per lock.
+// Package dynamolock is a distlock backend on one DynamoDB item per lock.
 //
 // A lease is taken with one conditional UpdateItem that sets the item's
 // owner (a random per-lease secret), a fresh record version number (RVN)
@@ -33,7 +33,8 @@
 // TTL rounded up to whole milliseconds; one too long for a time.Duration
 // reads as the longest Duration. The counter stops at math.MaxInt64, the
 // last token: the conditions of an acquisition require it to be below, and
-// a used-up counter is ErrTokenExhausted, never a wrapped or reset token.
+// a used-up counter is distlock.ErrTokenExhausted, never a wrapped or reset
+// token.
 //
 // # Errors and unresponsive servers
 //
@@ -43,7 +44,7 @@
 // applied unseen is recognised). A request DynamoDB refuses — missing
 // table, validation, access denied — is returned at once, wrapped.
 //
-// Every request is bounded by Options.RequestTimeout, because the SDK's
+// Every request is bounded by Config.RequestTimeout, because the SDK's
 // default HTTP client has no overall timeout, and by the caller's context.
 // Acquire and TryAcquire return by the caller's deadline even when the
 // server answers nothing (a frozen process): an acquisition request still
@@ -51,4 +52,16 @@
 // given back with a compare-and-delete. If that too times out, the lock
 // is held by nobody until waiters have watched its lease duration pass —
 // a delay, never two holders.
+//
+// # Use
+//
+// New(client, *Config) returns a Locker: the client is a *dynamodb.Client (aws-sdk-go-v2), and
+// Config.Table, the lock table, is required (see CreateTable; nil or empty is
+// an error matching concurkit.ErrInvalidArgument); every other field has a
+// documented default. Acquire and TryAcquire hand out distlock.Leases; distlock.Do
+// holds one while a function runs. Install observe.Hooks on the Acquire
+// context to see lock waits, extensions (AutoExtend's failures included)
+// and lease loss, reported with the package name "dynamolock". The package is
+// named <system>lock, like every concurkit lock backend, so it never
+// shadows the client library's own package name.
 package dynamolock

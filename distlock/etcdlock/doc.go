@@ -1,4 +1,4 @@
-// Package etcd implements distlock.Locker on etcd v3 with one lease and
+// Package etcdlock implements distlock.Locker on etcd v3 with one lease and
 // one key per contender, in the manner of etcd's concurrency.Mutex but
 // without its always-on keep-alive session:
 //
@@ -28,7 +28,8 @@
 //
 // distlock.Options.TTL becomes the etcd lease TTL in whole seconds, rounded
 // up (1.2s → 2s) without overflow; TTLs above MaxTTL (etcd's limit of
-// 9,000,000,000 s) are rejected with distlock.ErrInvalidOptions. etcd may
+// 9,000,000,000 s) are rejected as bad input (concurkit.ErrInvalidArgument).
+// etcd may
 // raise very small TTLs to its own minimum; the lease's local validity is
 // the requested TTL, and never more than the TTL the server granted (read
 // from the grant's response). Once the lock is held nothing renews the
@@ -84,4 +85,15 @@
 // background (bounded by the request timeout), so Acquire returns as soon
 // as its context ends; the Locker's next attempt on the same key waits for
 // it, so it never queues behind its own leftover.
+//
+// # Use
+//
+// New(client, *Config) returns a Locker: the client is a *clientv3.Client (go.etcd.io/etcd/client/v3), and
+// Config, whose nil value and zero fields are documented defaults, sets the
+// key prefix and the request and cleanup timeouts. Acquire and TryAcquire hand out distlock.Leases; distlock.Do
+// holds one while a function runs. Install observe.Hooks on the Acquire
+// context to see lock waits, extensions (AutoExtend's failures included)
+// and lease loss, reported with the package name "etcdlock". The package is
+// named <system>lock, like every concurkit lock backend, so it never
+// shadows the client library's own package name.
 package etcdlock

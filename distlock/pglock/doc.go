@@ -1,4 +1,4 @@
-// Package postgres is a distlock backend on PostgreSQL session-level
+// Package pglock is a distlock backend on PostgreSQL session-level
 // advisory locks.
 //
 // Each lease holds pg_advisory_lock(k) on one pool connection, where k =
@@ -32,7 +32,8 @@
 // holder that stops talking to the server for longer than the TTL (a
 // paused process, a partition) loses its session, and with it the lock, on
 // the server. TTLs above MaxTTL (the setting's maximum, about 24.8 days)
-// are rejected with distlock.ErrInvalidOptions rather than clamped: a
+// are rejected as bad input (concurkit.ErrInvalidArgument) rather than
+// clamped: a
 // shorter server timeout would end the session inside the lease's
 // validity. Extend (and AutoExtend, every TTL/3) renews it. The lease
 // context is cancelled when the local validity (TTL − drift − margin) runs
@@ -43,11 +44,26 @@
 //
 // # Bad input
 //
-// A nil or typed-nil pool (New), a nil or zero Locker, an empty key and a
-// negative or too long TTL are rejected before any I/O with errors that
-// match distlock.ErrInvalidOptions (ErrNilPool) or distlock.ErrInvalidKey.
+// A nil pool (New), a nil or zero Locker, an empty key and a negative or
+// too long TTL are rejected before any I/O with errors that match
+// concurkit.ErrInvalidArgument (distlock.ErrInvalidKey for the key). A
+// token sequence past its MAXVALUE is distlock.ErrTokenExhausted.
 //
 // Session-level advisory locks do not work behind a transaction-pooling
 // proxy (PgBouncer in transaction mode); connect directly or in session
 // mode.
+//
+// BackendPID tells which server session (pg_stat_activity.pid) holds a
+// lease's lock.
+//
+// # Use
+//
+// New(client, *Config) returns a Locker: the client is a *pgxpool.Pool (pgx v5), and
+// Config, whose nil value and zero fields are documented defaults, names the
+// token sequence and sets the polling delays and the cleanup timeout. Acquire and TryAcquire hand out distlock.Leases; distlock.Do
+// holds one while a function runs. Install observe.Hooks on the Acquire
+// context to see lock waits, extensions (AutoExtend's failures included)
+// and lease loss, reported with the package name "pglock". The package is
+// named <system>lock, like every concurkit lock backend, so it never
+// shadows the client library's own package name.
 package pglock

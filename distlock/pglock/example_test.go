@@ -2,6 +2,7 @@ package pglock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -11,8 +12,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"errors"
 
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/pglock"
@@ -142,4 +141,33 @@ func ExampleLocker_TryAcquire() {
 	// Output:
 	// true
 	// true
+}
+
+// BackendPID names the server session that holds a lease's lock, as
+// pg_locks and pg_stat_activity show it.
+func ExampleBackendPID() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, exampleURL())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer pool.Close()
+	locker, err := pglock.New(pool, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	lease, err := locker.Acquire(ctx, fmt.Sprintf("report-%d", rand.Uint32()), nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer lease.Release(ctx)
+	pid, ok := pglock.BackendPID(lease)
+	var holds bool
+	err = pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND pid = $1 AND granted)`,
+		int32(pid)).Scan(&holds)
+	fmt.Println(ok, holds, err)
+	// Output: true true <nil>
 }

@@ -1,11 +1,26 @@
-// Package redis is a distlock backend on a single Redis server: the lock
-// is a key taken with SET key value NX PX ttl, renewed with a Lua
+// Package redislock is a distlock backend on a single Redis server: the
+// lock is a key taken with SET key value NX PX ttl, renewed with a Lua
 // compare-and-pexpire and released with a Lua compare-and-delete, so an
 // expired holder never renews or deletes its successor's lock.
 //
+// # Use
+//
+// New(client, *Config) returns a Locker: the client is a go-redis client (*redis.Client, *redis.Ring or
+// *redis.ClusterClient), and
+// Config.Source, the fenced.Source of the fencing tokens, is required (nil is
+// an error matching concurkit.ErrInvalidArgument); every other field has a
+// documented default. Acquire and TryAcquire hand out distlock.Leases; distlock.Do
+// holds one while a function runs. Install observe.Hooks on the Acquire
+// context to see lock waits, extensions (AutoExtend's failures included)
+// and lease loss, reported with the package name "redislock". The package is
+// named <system>lock, like every concurkit lock backend, so it never
+// shadows the client library's own package name.
+//
+// # Fencing tokens
+//
 // A single Redis server cannot give out fencing tokens that survive its own
-// restart, so the token comes from a fenced.Source (for example a
-// PostgreSQL sequence) and is minted BEFORE the lock is taken; it is stored
+// restart, so the token comes from a fenced.Source (Config.Source, for
+// example a PostgreSQL sequence) and is minted BEFORE the lock is taken; it is stored
 // in the lock's value next to a random holder id. Minting after acquiring
 // would be unsafe: a holder paused between SET and mint could mint a token
 // higher than its successor's and storage would accept its stale write.
@@ -51,4 +66,6 @@
 // Every Locker of one lock key must mint from the same Source (one
 // sequence shared by all instances): the per-key highest-token check
 // refuses tokens of a second, lower-counting source until it catches up.
+// A Source that is used up (fenced.ErrTokenOverflow) makes Acquire return
+// distlock.ErrTokenExhausted.
 package redislock

@@ -1,4 +1,4 @@
-// Package zookeeper implements distlock.Locker on Apache ZooKeeper with the
+// Package zklock implements distlock.Locker on Apache ZooKeeper with the
 // classic lock recipe: every contender creates an ephemeral sequential znode
 // under /<root>/<key>/; the lowest sequence number holds the lock and every
 // waiter watches only its immediate predecessor, so a release wakes exactly
@@ -19,7 +19,8 @@
 // A ZooKeeper lock lives as long as the client's session: ZooKeeper has no
 // per-lock TTL. distlock.Options.TTL is therefore the requested session
 // timeout, in whole milliseconds (rounded up; at most MaxTTL, the int32 of
-// milliseconds the protocol carries, else distlock.ErrInvalidOptions). The
+// milliseconds the protocol carries, else bad input matching
+// concurkit.ErrInvalidArgument). The
 // server clamps it to its [minSessionTimeout, maxSessionTimeout] (by default
 // 2 to 20 ticks) and the client reads the granted timeout from the
 // server's answer. The session's heartbeats keep every lease of that
@@ -100,4 +101,17 @@
 // are. Config.Root must be a valid ZooKeeper path (no NUL or control
 // characters, no characters outside the Basic Multilingual Plane, no empty,
 // "." or ".." components, outside /zookeeper, at most 1024 bytes).
+//
+// # Use
+//
+// New(client, *Config) returns a Locker: the client is the list of ZooKeeper servers ("host:port"): the Locker
+// opens its own sessions, one per session timeout in use, since a lock
+// lives as long as the session that created it (see New), and
+// Config, whose nil value and zero fields are documented defaults, sets the
+// root path, ACL, dialer, logger and cleanup timeout. Acquire and TryAcquire hand out distlock.Leases; distlock.Do
+// holds one while a function runs. Install observe.Hooks on the Acquire
+// context to see lock waits, extensions (AutoExtend's failures included)
+// and lease loss, reported with the package name "zklock". The package is
+// named <system>lock, like every concurkit lock backend, so it never
+// shadows the client library's own package name.
 package zklock
