@@ -390,7 +390,7 @@ func (l *Lease) Lost(err error) {
 // held until its current deadline. A lease without time-based validity
 // (TTL zero) only asks the backend; it keeps having no deadline.
 //
-// Every call but one rejected as bad input is reported to the hooks
+// Every call not rejected as bad input is reported to the hooks
 // (LeaseExtend, with the error), and a loss it causes to LeaseLost.
 func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if ttl < 0 {
