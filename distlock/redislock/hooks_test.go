@@ -13,12 +13,15 @@ import (
 	"github.com/concurkit/concurkit/distlock/redislock"
 	"github.com/concurkit/concurkit/observe"
 	"github.com/concurkit/concurkit/testkit"
+	"math"
 )
 
 // TestNoHookAllocations: without hooks, an uncontended Acquire (or
-// TryAcquire) + Release allocates no more than before hooks existed
-// (57 and 59, measured on the code before the change), with a headroom
-// of 2 for the client library.
+// TryAcquire) + Release allocates no more than before hooks existed, with
+// a headroom of 2. The baselines were measured on the code before the
+// change, the least of 3 AllocsPerRun(100) each, stable over 6 runs:
+// Acquire 57 and TryAcquire 60 (59 and 61 with -race, whose scheduling
+// adds a few).
 func TestNoHookAllocations(t *testing.T) {
 	c, prefix := redisEnv(t)
 	l, err := redislock.New(c, &redislock.Config{Source: &counter{}})
@@ -27,25 +30,35 @@ func TestNoHookAllocations(t *testing.T) {
 	}
 	ctx := context.Background()
 	for _, tc := range []struct {
-		name    string
-		acquire func(context.Context, string, *distlock.Options) (distlock.Lease, error)
-		before  float64
+		name           string
+		acquire        func(context.Context, string, *distlock.Options) (distlock.Lease, error)
+		before, atRace float64
 	}{
-		{"Acquire", l.Acquire, 57},
-		{"TryAcquire", l.TryAcquire, 59},
+		{"Acquire", l.Acquire, 57, 59},
+		{"TryAcquire", l.TryAcquire, 60, 61},
 	} {
-		n := testing.AllocsPerRun(100, func() {
-			ls, err := tc.acquire(ctx, prefix+"allocs", nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := ls.Release(ctx); err != nil {
-				t.Fatal(err)
-			}
-		})
-		t.Logf("%s+Release: %v allocations (before hooks: %v)", tc.name, n, tc.before)
-		if n > tc.before+2 {
-			t.Errorf("%s+Release: %v allocations, want at most %v", tc.name, n, tc.before+2)
+		before := tc.before
+		if raceEnabled {
+			before = tc.atRace
+		}
+		// The least of a few measurements: AllocsPerRun counts the whole
+		// process's allocations, and goroutines that other tests left
+		// finishing in the background (or the client's pool) only add.
+		n := math.Inf(1)
+		for range 3 {
+			n = min(n, testing.AllocsPerRun(100, func() {
+				ls, err := tc.acquire(ctx, prefix+"allocs", nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := ls.Release(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}))
+		}
+		t.Logf("%s+Release: %v allocations (before hooks: %v)", tc.name, n, before)
+		if n > before+2 {
+			t.Errorf("%s+Release: %v allocations, want at most %v", tc.name, n, before+2)
 		}
 	}
 }
