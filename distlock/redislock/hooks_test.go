@@ -68,6 +68,7 @@ type extendLog struct {
 	mu      sync.Mutex
 	extends []observe.LeaseEvent
 	losses  []observe.LeaseEvent
+	order   []string      // "extend-failed", "extended", "lost", in the order reported
 	failed  chan struct{} // signalled on each failed extension
 }
 
@@ -76,6 +77,11 @@ func (r *extendLog) hooks() *observe.Hooks {
 		LeaseExtend: func(_ context.Context, e observe.LeaseEvent) {
 			r.mu.Lock()
 			r.extends = append(r.extends, e)
+			if e.Err != nil {
+				r.order = append(r.order, "extend-failed")
+			} else {
+				r.order = append(r.order, "extended")
+			}
 			r.mu.Unlock()
 			if e.Err != nil {
 				select {
@@ -88,6 +94,7 @@ func (r *extendLog) hooks() *observe.Hooks {
 			r.mu.Lock()
 			defer r.mu.Unlock()
 			r.losses = append(r.losses, e)
+			r.order = append(r.order, "lost")
 		},
 	}
 }
@@ -95,8 +102,9 @@ func (r *extendLog) hooks() *observe.Hooks {
 // TestAutoExtendFailureReported: the extensions of AutoExtend return their
 // errors to nobody; against a frozen Redis (SIGSTOP: the connection stays
 // open, nothing answers) each failed attempt reaches the hooks of the
-// Acquire context (LeaseExtend with the error), and the lease's expiry
-// reaches LeaseLost once, with its cause.
+// Acquire context (LeaseExtend with the error) — the first one while the
+// lease is still held, as a warning, since an attempt is given up after
+// TTL/3 — and the lease's expiry reaches LeaseLost once, with its cause.
 func TestAutoExtendFailureReported(t *testing.T) {
 	proc := testkit.StartRedis(t, 1)[0]
 	c := goredis.NewClient(&goredis.Options{Addr: proc.Addr})
@@ -107,7 +115,7 @@ func TestAutoExtendFailureReported(t *testing.T) {
 	}
 	log := &extendLog{failed: make(chan struct{}, 1)}
 	ctx := observe.WithHooks(t.Context(), log.hooks())
-	const ttl = 1500 * time.Millisecond
+	const ttl = 3 * time.Second
 	ls, err := l.Acquire(ctx, "autoextend", &distlock.Options{TTL: ttl, AutoExtend: true})
 	if err != nil {
 		t.Fatal(err)
@@ -144,5 +152,8 @@ func TestAutoExtendFailureReported(t *testing.T) {
 	if len(log.losses) != 1 || !errors.Is(log.losses[0].Err, distlock.ErrLeaseLost) {
 		t.Fatalf("LeaseLost events %+v, want one (the expiry)", log.losses)
 	}
-	t.Logf("%d extension attempts reported, %d failed; lost: %v", len(log.extends), failed, log.losses[0].Err)
+	if log.order[0] != "extend-failed" || errors.Is(log.extends[0].Err, distlock.ErrLeaseLost) {
+		t.Fatalf("events %v (first extension: %v): want a failed extension reported before the loss", log.order, log.extends[0].Err)
+	}
+	t.Logf("events %v; first failure: %v; lost: %v", log.order, log.extends[0].Err, log.losses[0].Err)
 }

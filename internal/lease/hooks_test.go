@@ -230,3 +230,43 @@ func TestNoHookAllocations(t *testing.T) {
 		t.Errorf("Poll: %v allocations, want 0", n)
 	}
 }
+
+// TestHooksAutoExtendFrozenServer: an auto-extension against a server
+// that answers nothing is given up after TTL/3, so its failure reaches the
+// hooks while the lease still holds (a warning), not only at its expiry.
+func TestHooksAutoExtendFrozenServer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var log hookLog
+		var firstFailure time.Time
+		var lostAt time.Time
+		h := log.hooks()
+		extend := h.LeaseExtend
+		h.LeaseExtend = func(ctx context.Context, e observe.LeaseEvent) {
+			if e.Err != nil && firstFailure.IsZero() {
+				firstFailure = time.Now()
+			}
+			extend(ctx, e)
+		}
+		lost := h.LeaseLost
+		h.LeaseLost = func(ctx context.Context, e observe.LeaseEvent) { lostAt = time.Now(); lost(ctx, e) }
+		start := time.Now()
+		l, err := lease.New(lease.Config{Key: "k", Token: 1, TTL: 3 * time.Second, AutoExtend: true, Hooks: h,
+			Backend: lease.Backend{Extend: func(ctx context.Context, _ time.Duration) error {
+				<-ctx.Done() // frozen
+				return ctx.Err()
+			}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-l.Context().Done()
+		synctest.Wait()
+		if firstFailure.IsZero() || !firstFailure.Before(lostAt) {
+			t.Fatalf("first failed extension at %v, loss at %v: want the failure reported while the lease held",
+				firstFailure.Sub(start), lostAt.Sub(start))
+		}
+		if got := firstFailure.Sub(start); got != 2*time.Second {
+			t.Errorf("first failure reported after %v, want 2s (attempt at TTL/3, given up after TTL/3)", got)
+		}
+		_ = l.Release(t.Context())
+	})
+}

@@ -562,6 +562,10 @@ func (l *Lease) runCleanup(ctx context.Context, cancel context.CancelFunc) {
 
 // autoExtend renews the lease every TTL/3; after a failed attempt it
 // retries sooner (every TTL/12) until the deadline cancels the context.
+// Each attempt is given up after TTL/3: against a server that does not
+// answer (frozen, partitioned) the failure is reported to the hooks and
+// retried while the lease is still valid, instead of one attempt hanging
+// until the lease expires.
 func (l *Lease) autoExtend(done chan<- struct{}) {
 	defer close(done)
 	interval := max(l.ttl/3, time.Millisecond)
@@ -573,7 +577,9 @@ func (l *Lease) autoExtend(done chan<- struct{}) {
 			return
 		case <-t.C:
 		}
-		err := l.Extend(l.ctx, l.ttl)
+		ctx, cancel := context.WithTimeout(l.ctx, interval)
+		err := l.Extend(ctx, l.ttl)
+		cancel()
 		switch {
 		case err == nil:
 			t.Reset(interval)
