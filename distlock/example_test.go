@@ -203,7 +203,7 @@ func ExampleLocker_hooks() {
 
 	hooks := &observe.Hooks{
 		LockWait: func(_ context.Context, e observe.LockWaitEvent) {
-			fmt.Println("waited:", e.Package, e.Wait >= 100*time.Millisecond, observe.ErrorType(e.Err))
+			fmt.Println("waited:", e.Package, e.Wait > 0, observe.ErrorType(e.Err))
 		},
 	}
 	wctx, cancel := context.WithTimeout(observe.WithHooks(ctx, hooks), 100*time.Millisecond)
