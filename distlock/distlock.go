@@ -2,27 +2,43 @@ package distlock
 
 import (
 	"context"
-	"errors"
 	"time"
 
+	"github.com/concurkit/concurkit"
+	"github.com/concurkit/concurkit/distlock/internal/sentinel"
 	"github.com/concurkit/concurkit/fenced"
 )
 
-// Errors shared by every backend.
+// Errors shared by every backend. Each has an ErrorType method, so
+// observe.ErrorType reports it by a stable name (given in brackets).
 var (
-	// ErrNotAcquired: the lock is held by another holder (TryAcquire), or
-	// could not be obtained before the caller's context ended (joined with
-	// ctx.Err()), or a quorum could not be reached.
-	ErrNotAcquired = errors.New("distlock: not acquired")
-	// ErrLeaseLost: the lease expired, was taken over, or its session ended.
-	ErrLeaseLost = errors.New("distlock: lease lost")
-	// ErrInvalidKey: an empty key or one the backend cannot store.
-	ErrInvalidKey = errors.New("distlock: invalid key")
-	// ErrInvalidOptions: a negative or otherwise unusable option value.
-	ErrInvalidOptions = errors.New("distlock: invalid options")
-	// ErrReleased is the cause (context.Cause) of a lease context that ended
-	// because its holder called Release. It does not match ErrLeaseLost.
-	ErrReleased = errors.New("distlock: released")
+	// ErrNotAcquired ["not_acquired"]: the lock is held by another holder
+	// (TryAcquire), or could not be obtained before the caller's context
+	// ended (joined with ctx.Err()), or a quorum could not be reached.
+	ErrNotAcquired error = sentinel.New("distlock: not acquired", "not_acquired")
+	// ErrLeaseLost ["lease_lost"]: the lease expired, was taken over, or
+	// its session ended.
+	ErrLeaseLost error = sentinel.New("distlock: lease lost", "lease_lost")
+	// ErrReleased ["released"] is the cause (context.Cause) of a lease
+	// context that ended because its holder called Release. It does not
+	// match ErrLeaseLost.
+	ErrReleased error = sentinel.New("distlock: released", "released")
+	// ErrInvalidKey ["invalid_key"]: an empty key or one the backend
+	// cannot store. It matches concurkit.ErrInvalidArgument, like every
+	// other bad-input error of the distlock packages (a nil client, a
+	// negative TTL or Config field), which are returned before any I/O.
+	ErrInvalidKey error = sentinel.Wrap(concurkit.InvalidArgumentError("distlock: invalid key"), "invalid_key")
+	// ErrTokenExhausted ["token_exhausted"]: the fencing tokens of a key
+	// are used up — the backend's counter or token source reached its
+	// maximum (math.MaxInt64, or a sequence's MAXVALUE) — so the lock can
+	// never again be acquired with a token above the ones storage has
+	// seen. It is permanent for that key (or source): tokens are never
+	// wrapped or reset, since a lower token would be refused as stale, or
+	// a stale holder's accepted. Returned by Acquire and TryAcquire of
+	// dynamolock (the lock item's counter), pglock (the token sequence)
+	// and redislock/redlock (a fenced.Source reporting
+	// fenced.ErrTokenOverflow, which the error then matches as well).
+	ErrTokenExhausted error = sentinel.New("distlock: fencing tokens exhausted", "token_exhausted")
 )
 
 // Lease is one acquisition of a lock. Each successful Acquire or
@@ -68,11 +84,13 @@ type Lease interface {
 	// acts on it: fenced writes remain the real guard.
 	Valid() bool
 	// Extend renews the lease for ttl from now; ttl 0 means the TTL given
-	// at acquisition. It returns ErrInvalidOptions for a negative ttl or
-	// one that leaves no validity after the drift allowance and margin,
-	// and ErrLeaseLost if the lease was already lost, expired or released,
-	// or the server says it is no longer ours. Releasing the lease cancels
-	// an Extend in flight.
+	// at acquisition. It returns an error matching
+	// concurkit.ErrInvalidArgument for a negative ttl or one that leaves no
+	// validity after the drift allowance and margin, and ErrLeaseLost if
+	// the lease was already lost, expired or released, or the server says
+	// it is no longer ours. Releasing the lease cancels an Extend in
+	// flight. Every attempt is reported to the observe.Hooks of the
+	// Acquire call's context (LeaseExtend), with its error.
 	Extend(ctx context.Context, ttl time.Duration) error
 	// Release gives the lock up. It marks the lease released and cancels
 	// Context at once, then deletes the lock on the server (never a
@@ -82,17 +100,27 @@ type Lease interface {
 	// another). Release returns when the cleanup finished or when ctx
 	// ends, whichever comes first; in the second case the cleanup goes on
 	// in the background until the cleanup timeout, and Release returns an
-	// error matching ctx.Err() that says the release is unconfirmed (the
-	// server frees the lock at its TTL or session end at the latest).
-	// Releasing a lease that was lost or expired still runs the cleanup
-	// and returns an error matching ErrLeaseLost. A later call waits for
-	// the same cleanup (bounded by its own ctx) and returns its outcome if
-	// no earlier call returned it, nil otherwise: releasing twice returns
-	// nil.
+	// error that says the release is unconfirmed, matching both
+	// concurkit.ErrOutcomeUnknown and ctx.Err() (the server frees the lock
+	// at its TTL or session end at the latest). A cleanup that failed
+	// (timeout, connection error, no quorum) is unconfirmed as well and
+	// matches concurkit.ErrOutcomeUnknown. Releasing a lease that was lost
+	// or expired still runs the cleanup and returns an error matching
+	// ErrLeaseLost. A later call waits for the same cleanup (bounded by its
+	// own ctx) and returns its outcome if no earlier call returned it, nil
+	// otherwise: releasing twice returns nil.
 	Release(ctx context.Context) error
 }
 
-// Locker is implemented by every backend.
+// Locker is implemented by every backend (and can be implemented by a
+// user's own; package distlocktest checks one against this contract).
+//
+// The observe.Hooks of the context given to Acquire or TryAcquire (see
+// observe.WithHooks) receive the acquisition's events: LockWait when it
+// could not succeed at once (acquired after waiting or polling, or not),
+// and, for the lease it returns, LeaseExtend after every extension attempt
+// (explicit or AutoExtend) and LeaseLost once when the lease is lost or
+// expires (never for a lease its holder released).
 type Locker interface {
 	// Acquire blocks until the lock on key is acquired or ctx ends; then it
 	// returns errors.Join(ErrNotAcquired, ctx.Err()).
@@ -112,16 +140,19 @@ const (
 )
 
 // Options tune one acquisition. A nil *Options or a zero field means the
-// documented default. Each backend documents what TTL means for it: a key
-// expiry (redis, redlock), a lease duration observed by waiters (dynamodb),
-// an etcd lease TTL in whole seconds, a ZooKeeper session timeout, or the
-// PostgreSQL session's idle_session_timeout (postgres).
+// documented default; the caller's struct is never modified. Each backend
+// documents what TTL means for it: a key expiry (redislock, redlock), a
+// lease duration observed by waiters (dynamolock), an etcd lease TTL in
+// whole seconds (etcdlock), a ZooKeeper session timeout (zklock), or the
+// PostgreSQL session's idle_session_timeout (pglock).
 type Options struct {
-	// TTL is the lease validity. Zero means DefaultTTL; negative is
-	// ErrInvalidOptions.
+	// TTL is the lease validity. Zero means DefaultTTL; negative is bad
+	// input (an error matching concurkit.ErrInvalidArgument).
 	TTL time.Duration
 	// AutoExtend, if true, starts a goroutine that extends the lease every
 	// TTL/3 until it is released or lost. Off by default: no hidden
-	// watchdog.
+	// watchdog. Its failures are not returned to anyone: they are reported
+	// to the hooks of the Acquire call's context (observe.Hooks.LeaseExtend)
+	// and, once the lease is lost, end its Context.
 	AutoExtend bool
 }

@@ -1,7 +1,38 @@
 // Package distlock defines the contract shared by concurkit's distributed
-// lock backends (subpackages redis, redlock, zookeeper, etcd, dynamodb and
-// postgres): a Locker hands out Leases, and every Lease carries a
+// lock backends: a Locker hands out Leases, and every Lease carries a
 // monotonic fencing token that the package fenced checks in storage.
+//
+// # Packages
+//
+// This package is the driver-neutral core: the Locker and Lease
+// interfaces, the errors, the Options of one acquisition and Do. It
+// imports only the standard library and concurkit's stdlib-only packages,
+// so code written against Locker compiles no database or lock-service
+// client. Each backend is a subpackage named <system>lock, after the
+// system it runs on, so it never shadows that system's own client package
+// and needs no import alias:
+//
+//	distlock/redislock   one Redis server (go-redis)
+//	distlock/redlock     N independent Redis masters (the Redlock algorithm)
+//	distlock/etcdlock    etcd v3
+//	distlock/zklock      Apache ZooKeeper
+//	distlock/dynamolock  one DynamoDB item per lock (aws-sdk-go-v2)
+//	distlock/pglock      PostgreSQL session advisory locks (pgx v5)
+//	distlock/distlocktest  the conformance suite, for tests of any Locker
+//
+// Every backend has one constructor, New(client, *Config) (*Locker,
+// error): the client of its system (a go-redis client, the Redlock
+// masters, a clientv3 client, the ZooKeeper server list, a DynamoDB
+// client, a pgx pool) and a *Config whose nil value, and every zero field,
+// means the documented default. The same idea has the same field name in
+// every Config: PollMin/PollMax (the backoff of a polling Acquire),
+// RequestTimeout (the bound of one request to the server), CleanupTimeout
+// (the bound of Release's server-side cleanup), Source (the fenced.Source
+// of backends that cannot mint tokens themselves). Bad input — a nil
+// client, a negative duration, an empty key — is an error matching
+// concurkit.ErrInvalidArgument, returned before any I/O.
+//
+// # Fencing
 //
 // A lock with a time-to-live alone cannot guarantee mutual exclusion: a
 // process paused by garbage collection, a slow network or a clock jump can
@@ -17,10 +48,26 @@
 // work early; they cannot stop a write that a paused process already began,
 // which is why the write itself must be fenced.
 //
+// Do is the one call for "hold a lease while doing this": it acquires,
+// runs a function with a context that ends with the lease, and always
+// releases; the function writes with lease.Token() through package fenced.
+//
 // Release is bounded: its server-side cleanup ignores the cancellation of
 // the caller's context (a cancelled request still releases its lock) but
 // ends at a cleanup timeout (DefaultCleanupTimeout unless the backend says
 // otherwise), and Release returns by the caller's deadline, reporting an
-// unconfirmed release if the cleanup was not done by then; the server frees
-// the lock at its TTL at the latest.
+// unconfirmed release (concurkit.ErrOutcomeUnknown) if the cleanup was not
+// done by then; the server frees the lock at its TTL at the latest.
+//
+// # Observing
+//
+// Install observe.Hooks on the context given to Acquire (observe.WithHooks)
+// to see lock waits (LockWait: an Acquire that could not succeed at once,
+// with its wait, attempts and outcome), every extension attempt
+// (LeaseExtend, including AutoExtend's failures, which are returned to
+// nobody) and lease loss with its cause (LeaseLost). The lease keeps the
+// hooks of its Acquire call for its background events. Without hooks
+// nothing is reported and nothing is allocated for it. The errors have
+// ErrorType names for observe.ErrorType: "not_acquired", "lease_lost",
+// "released", "invalid_key", "token_exhausted".
 package distlock

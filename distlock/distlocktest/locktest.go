@@ -13,18 +13,20 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/concurkit/concurkit"
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/fenced"
 )
 
-// Options adapt the suite to a backend. The zero value runs everything
-// with the defaults.
+// Options adapt the suite to a Locker. The zero value runs every test with
+// the defaults, which suit a lock service on the local network.
 type Options struct {
 	// TTL of the leases in the tests that must not expire. Zero: 10s.
 	TTL time.Duration
 	// ShortTTL of the leases that are made to expire (Kleppmann scenario,
-	// expired release, auto-extend). Zero: 1s. Backends with a coarser
-	// unit (etcd: whole seconds; ZooKeeper: session timeout) pass theirs.
+	// expired release, auto-extend, hooks). Zero: 1s. Lockers with a
+	// coarser unit (etcd: whole seconds; ZooKeeper: session timeout) pass
+	// theirs.
 	ShortTTL time.Duration
 	// Goroutines and Sections size the mutual-exclusion test. Zero: 16
 	// goroutines × 200 critical sections. Slow backends may pass less.
@@ -42,11 +44,16 @@ type Options struct {
 	// false, l.Context() done). Nil: wait until l.Context() is done
 	// (local validity over); the server releases the key at its TTL.
 	Expire func(t *testing.T, l distlock.Lease)
-	// NoExpiry says the backend cannot take a lock from a paused holder;
+	// NoExpiry says the Locker cannot take a lock from a paused holder;
 	// the tests that need Expire are skipped.
 	NoExpiry bool
+	// NoHooks says the Locker does not report to observe.Hooks; the Hooks
+	// test is skipped. (concurkit's backends all report.)
+	NoHooks bool
 	// Store returns the storage written in the Kleppmann scenario. Nil:
-	// PostgresStore on the test PostgreSQL.
+	// PostgresStore on a fresh schema of the test PostgreSQL
+	// (testkit.Postgres: CONCURKIT_POSTGRES_URL, else the scripts' default
+	// port; the test is skipped, or fails with CI=true, if there is none).
 	Store func(t *testing.T) Store
 	// WaitTimeout bounds every blocking Acquire (a guard against hangs,
 	// not a speed assertion). Zero: 30s.
@@ -86,7 +93,9 @@ func (o Options) withDefaults() Options {
 
 // NewLocker returns a Locker for one test; it registers its own cleanup
 // (closing clients) with t. Each call returns an independent instance, as
-// another process would have.
+// another process would have: the suite uses several at once, so they must
+// share the lock service (and, for lockers that take tokens from a
+// fenced.Source, one source).
 type NewLocker func(t *testing.T) distlock.Locker
 
 // waitExpired is the default Expire: the holder is paused until its lease
@@ -100,7 +109,11 @@ func waitExpired(t *testing.T, l distlock.Lease) {
 	}
 }
 
-// Run runs the whole conformance suite as subtests.
+// Run runs the whole conformance suite as subtests of t, one per test
+// function of this package (named after it), each with Lockers of its own
+// from newLocker. Run one of them with go test -run 'YourTest/Name'; the
+// functions are exported so that a test can also run one with other
+// Options (another Expire fault, another Store).
 func Run(t *testing.T, newLocker NewLocker, opts Options) {
 	for _, tc := range []struct {
 		name string
@@ -116,6 +129,7 @@ func Run(t *testing.T, newLocker NewLocker, opts Options) {
 		{"HandoverAfterLocalExpiry", HandoverAfterLocalExpiry},
 		{"ReleaseExpiredKeepsSuccessor", ReleaseExpiredKeepsSuccessor},
 		{"AutoExtend", AutoExtend},
+		{"Hooks", Hooks},
 		{"Kleppmann", Kleppmann},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newLocker, opts) })
@@ -132,7 +146,8 @@ func setup(t *testing.T, opts Options) Options {
 	return o
 }
 
-// Key returns a key unique to this test run.
+// Key returns a lock key unique to this test run:
+// "locktest/<test name>/<random>".
 func Key(t *testing.T) string {
 	return fmt.Sprintf("locktest/%s/%d", t.Name(), rand.Uint32())
 }
@@ -162,8 +177,9 @@ func release(t *testing.T, l distlock.Lease) {
 	}
 }
 
-// BadInput: empty key → ErrInvalidKey, negative TTL → ErrInvalidOptions,
-// for Acquire and TryAcquire; nil options mean the defaults.
+// BadInput: empty key → ErrInvalidKey, negative TTL → an error matching
+// concurkit.ErrInvalidArgument (as ErrInvalidKey does), for Acquire and
+// TryAcquire; nil options mean the defaults.
 func BadInput(t *testing.T, newLocker NewLocker, opts Options) {
 	o := setup(t, opts)
 	l := newLocker(t)
@@ -176,7 +192,8 @@ func BadInput(t *testing.T, newLocker NewLocker, opts Options) {
 	}{
 		{"empty key", "", nil, distlock.ErrInvalidKey},
 		{"empty key with options", "", &distlock.Options{TTL: o.TTL}, distlock.ErrInvalidKey},
-		{"negative TTL", Key(t), &distlock.Options{TTL: -time.Second}, distlock.ErrInvalidOptions},
+		{"empty key is bad input", "", nil, concurkit.ErrInvalidArgument},
+		{"negative TTL", Key(t), &distlock.Options{TTL: -time.Second}, concurkit.ErrInvalidArgument},
 	} {
 		for name, acquire := range map[string]func(context.Context, string, *distlock.Options) (distlock.Lease, error){
 			"Acquire": l.Acquire, "TryAcquire": l.TryAcquire,
@@ -294,8 +311,8 @@ func Extend(t *testing.T, newLocker NewLocker, opts Options) {
 	if !lease.Valid() {
 		t.Fatalf("extended lease not Valid: %v", context.Cause(lease.Context()))
 	}
-	if err := lease.Extend(o.waitCtx(t), -time.Second); !errors.Is(err, distlock.ErrInvalidOptions) {
-		t.Fatalf("Extend(-1s) = %v, want ErrInvalidOptions", err)
+	if err := lease.Extend(o.waitCtx(t), -time.Second); !errors.Is(err, concurkit.ErrInvalidArgument) {
+		t.Fatalf("Extend(-1s) = %v, want an error matching concurkit.ErrInvalidArgument", err)
 	}
 	if _, err := l2.TryAcquire(o.waitCtx(t), key, nil); !errors.Is(err, distlock.ErrNotAcquired) {
 		t.Fatalf("TryAcquire after Extend = %v, want ErrNotAcquired", err)

@@ -15,6 +15,7 @@ import (
 	"github.com/concurkit/concurkit/distlock/distlocktest"
 	"github.com/concurkit/concurkit/fenced"
 	"github.com/concurkit/concurkit/internal/lease"
+	"github.com/concurkit/concurkit/observe"
 	"github.com/concurkit/concurkit/testkit"
 )
 
@@ -49,6 +50,8 @@ const (
 	// unfencedStore: the locker is right but the store's fenced write
 	// ignores the token (a guard that is not there).
 	unfencedStore flaw = "store-ignores-tokens"
+	// silent: the locker reports nothing to observe.Hooks.
+	silent flaw = "no-hooks"
 )
 
 // ignoresTokens is a Store whose fenced write is a plain write.
@@ -64,16 +67,29 @@ type memLocker struct {
 }
 
 func (l memLocker) Acquire(ctx context.Context, key string, opts *distlock.Options) (distlock.Lease, error) {
-	if _, err := lease.Resolve(key, opts); err != nil {
+	if _, err := lease.Resolve("memlock", key, opts); err != nil {
 		return nil, err
 	}
-	return lease.Poll(ctx, lease.PollPolicy{}, func(ctx context.Context) (distlock.Lease, error) {
+	if l.flaw == silent { // a plain loop: no LockWait
+		for {
+			ls, err := l.TryAcquire(ctx, key, opts)
+			if !errors.Is(err, distlock.ErrNotAcquired) {
+				return ls, err
+			}
+			select {
+			case <-ctx.Done():
+				return nil, errors.Join(distlock.ErrNotAcquired, ctx.Err())
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}
+	return lease.Poll(ctx, lease.PollPolicy{Package: "memlock", Key: key}, func(ctx context.Context) (distlock.Lease, error) {
 		return l.TryAcquire(ctx, key, opts)
 	})
 }
 
 func (l memLocker) TryAcquire(ctx context.Context, key string, opts *distlock.Options) (distlock.Lease, error) {
-	o, err := lease.Resolve(key, opts)
+	o, err := lease.Resolve("memlock", key, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +114,12 @@ func (l memLocker) TryAcquire(ctx context.Context, key string, opts *distlock.Op
 	if l.flaw == longValidity {
 		validity *= 2
 	}
+	hooks := observe.FromContext(ctx)
+	if l.flaw == silent {
+		hooks = nil
+	}
 	return lease.New(lease.Config{
+		Package: "memlock", Hooks: hooks,
 		Key: key, Token: tok, TTL: validity, Start: start, AutoExtend: o.AutoExtend,
 		Backend: lease.Backend{
 			Extend: func(_ context.Context, ttl time.Duration) error {
@@ -169,6 +190,7 @@ func TestSuiteCatchesFlawedLockers(t *testing.T) {
 		{flatTokens, "TokensIncrease", `acquisition 1: token 1, previous 1`},
 		{flatTokens, "MutualExclusion", `not above the previous holder's`},
 		{unfencedStore, "Kleppmann/fenced", `a stale holder's write landed after a newer holder's`},
+		{silent, "Hooks", `LockWait events \[\]: want one`},
 	} {
 		t.Run(string(tc.flaw)+"/"+tc.test, func(t *testing.T) {
 			t.Parallel()

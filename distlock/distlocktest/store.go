@@ -11,10 +11,12 @@ import (
 )
 
 // Store is the storage a lock protects in the Kleppmann scenario: one
-// record, written by lock holders.
+// record, written by lock holders. Implement it to run the scenario on
+// your own storage (Options.Store); PostgresStore is the default.
 type Store interface {
-	// Write stores value guarded by token (fenced.ErrStaleToken if a
-	// higher token was seen).
+	// Write stores value guarded by token: it must return an error
+	// matching fenced.ErrStaleToken, and store nothing, if a write with a
+	// higher token was accepted before.
 	Write(ctx context.Context, token fenced.Token, value string) error
 	// WriteUnfenced stores value with a plain write that ignores tokens:
 	// the negative control.
@@ -24,7 +26,9 @@ type Store interface {
 }
 
 // PostgresStore returns a Store on a new table in db's default schema
-// (dropped at cleanup), written with fencedpg.Write.
+// (dropped at cleanup), written with fencedpg.Write (the guarded upsert:
+// value and max_seen_token in one statement). It fails the test if the
+// table cannot be created.
 func PostgresStore(t *testing.T, db fencedpg.DBTX) Store {
 	t.Helper()
 	table := fmt.Sprintf("locktest_%d", rand.Uint32())

@@ -17,7 +17,7 @@ import (
 // benchAcquireRelease measures one uncontended Acquire + Release on 5
 // masters per iteration and reports the median and p99 in microseconds.
 func benchAcquireRelease(b *testing.B, cs []*goredis.Client, prefix string, src fenced.Source) {
-	l, err := redlock.New(cs, src, nil)
+	l, err := redlock.New(cs, &redlock.Config{Source: src})
 	if err != nil {
 		b.Fatal(err)
 	}

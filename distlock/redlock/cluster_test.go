@@ -20,7 +20,7 @@ func TestCluster(t *testing.T) {
 	procs := testkit.StartRedisCluster(t, 3)
 	c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: testkit.Addrs(procs)})
 	t.Cleanup(func() { _ = c.Close() })
-	l, err := redlock.New([]*goredis.ClusterClient{c}, &counter{}, nil)
+	l, err := redlock.New([]*goredis.ClusterClient{c}, &redlock.Config{Source: &counter{}})
 	if err != nil {
 		t.Fatal(err)
 	}

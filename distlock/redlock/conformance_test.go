@@ -48,7 +48,7 @@ func TestConformance(t *testing.T) {
 			nodes[i] = goredis.NewClient(&goredis.Options{Addr: a, ContextTimeoutEnabled: true})
 			t.Cleanup(func() { _ = nodes[i].Close() })
 		}
-		l, err := redlock.New(nodes, sources.get(t), &redlock.Config{FenceTTL: time.Minute})
+		l, err := redlock.New(nodes, &redlock.Config{Source: sources.get(t), FenceTTL: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}

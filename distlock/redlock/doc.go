@@ -13,7 +13,7 @@
 // Redlock alone does not give mutual exclusion under process pauses, slow
 // networks or clock jumps (Kleppmann, "How to do distributed locking",
 // 2016). Every lease therefore carries a fencing token, minted from a
-// fenced.Source BEFORE acquiring and stored in the lock value together with
+// fenced.Source (Config.Source) BEFORE acquiring and stored in the lock value together with
 // a random holder id; storage that checks tokens with the package fenced
 // rejects a paused holder's late write. Minting after acquiring would be
 // unsafe: a holder paused between acquiring and minting could mint a token
@@ -45,9 +45,25 @@
 // meanwhile. A delete sent while that master's SET may still be queued
 // could otherwise run first and leave the lock there until its TTL.
 //
-// Keys use the layout of package distlock/redis (LockKey, FenceKey).
+// Keys use the layout of package distlock/redislock (LockKey, FenceKey).
 //
 // Every Locker of one lock key must mint from the same Source (one
 // sequence shared by all instances): the per-key highest-token check
 // refuses tokens of a second, lower-counting source until it catches up.
+//
+// When fewer than a majority of the masters answer an Extend or a Release,
+// the outcome is unknown: they return ErrNoQuorum, which matches
+// concurkit.ErrOutcomeUnknown.
+//
+// # Use
+//
+// New(client, *Config) returns a Locker: the client is the list of masters (one go-redis client each), and
+// Config.Source, the fenced.Source of the fencing tokens, is required (nil is
+// an error matching concurkit.ErrInvalidArgument); every other field has a
+// documented default. Acquire and TryAcquire hand out distlock.Leases; distlock.Do
+// holds one while a function runs. Install observe.Hooks on the Acquire
+// context to see lock waits, extensions (AutoExtend's failures included)
+// and lease loss, reported with the package name "redlock". The package is
+// named <system>lock, like every concurkit lock backend, so it never
+// shadows the client library's own package name.
 package redlock

@@ -9,6 +9,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/concurkit/concurkit"
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/redlock"
 	"github.com/concurkit/concurkit/fenced"
@@ -24,14 +25,14 @@ func (s fixedSource) Next(context.Context) (fenced.Token, error) { return fenced
 func TestNilOptionsInvalidConfig(t *testing.T) {
 	c := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:1"}) // never contacted
 	t.Cleanup(func() { _ = c.Close() })
-	l, err := redlock.New([]*goredis.Client{c}, &counter{}, &redlock.Config{Margin: time.Hour})
+	l, err := redlock.New([]*goredis.Client{c}, &redlock.Config{Source: &counter{}, Margin: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for name, f := range map[string]func(context.Context, string, *distlock.Options) (distlock.Lease, error){"Acquire": l.Acquire, "TryAcquire": l.TryAcquire} {
 		ls, err := f(t.Context(), "k", nil)
-		if !errors.Is(err, distlock.ErrInvalidOptions) || ls != nil {
-			t.Fatalf("%s(nil opts) = %v, %v; want ErrInvalidOptions", name, ls, err)
+		if !errors.Is(err, concurkit.ErrInvalidArgument) || ls != nil {
+			t.Fatalf("%s(nil opts) = %v, %v; want ErrInvalidArgument", name, ls, err)
 		}
 	}
 }
@@ -44,9 +45,9 @@ func TestTypedNilClients(t *testing.T) {
 		"*redis.ClusterClient": (*goredis.ClusterClient)(nil),
 		"*redis.Ring":          (*goredis.Ring)(nil),
 	} {
-		l, err := redlock.New([]goredis.Scripter{c, n, c}, &counter{}, nil)
-		if !errors.Is(err, distlock.ErrInvalidOptions) || l != nil {
-			t.Errorf("New with a nil %s = %v, %v; want ErrInvalidOptions", name, l, err)
+		l, err := redlock.New([]goredis.Scripter{c, n, c}, &redlock.Config{Source: &counter{}})
+		if !errors.Is(err, concurkit.ErrInvalidArgument) || l != nil {
+			t.Errorf("New with a nil %s = %v, %v; want ErrInvalidArgument", name, l, err)
 		}
 	}
 }
@@ -67,23 +68,25 @@ func TestTTLEdges(t *testing.T) {
 		{"drift near 1", redlock.Config{DriftFactor: math.Nextafter(1, 0)}, math.MaxInt64},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l, err := redlock.New(cs, &counter{}, &tc.cfg)
+			cfg := tc.cfg
+			cfg.Source = &counter{}
+			l, err := redlock.New(cs, &cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
 			ls, err := l.TryAcquire(ctx, prefix+"edge", &distlock.Options{TTL: tc.ttl})
-			if !errors.Is(err, distlock.ErrInvalidOptions) {
+			if !errors.Is(err, concurkit.ErrInvalidArgument) {
 				if ls != nil {
 					t.Errorf("lease valid for %v", time.Until(deadline(t, ls)))
 					_ = ls.Release(ctx)
 				}
-				t.Fatalf("TryAcquire = %v, want ErrInvalidOptions", err)
+				t.Fatalf("TryAcquire = %v, want ErrInvalidArgument", err)
 			}
 		})
 	}
 
 	t.Run("TTL MaxInt64", func(t *testing.T) {
-		l, err := redlock.New(cs, &counter{}, nil)
+		l, err := redlock.New(cs, &redlock.Config{Source: &counter{}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -100,8 +103,8 @@ func TestTTLEdges(t *testing.T) {
 			t.Fatalf("Extend(MaxInt64) = %v", err)
 		}
 		for _, ttl := range []time.Duration{time.Nanosecond, 2 * time.Millisecond} {
-			if err := ls.Extend(ctx, ttl); !errors.Is(err, distlock.ErrInvalidOptions) {
-				t.Fatalf("Extend(%v) = %v, want ErrInvalidOptions", ttl, err)
+			if err := ls.Extend(ctx, ttl); !errors.Is(err, concurkit.ErrInvalidArgument) {
+				t.Fatalf("Extend(%v) = %v, want ErrInvalidArgument", ttl, err)
 			}
 		}
 		l.Quiesce()
@@ -115,7 +118,7 @@ func TestTTLEdges(t *testing.T) {
 
 	t.Run("token MaxInt64", func(t *testing.T) {
 		key := prefix + "maxtok"
-		l, err := redlock.New(cs, fixedSource(math.MaxInt64), nil)
+		l, err := redlock.New(cs, &redlock.Config{Source: fixedSource(math.MaxInt64)})
 		if err != nil {
 			t.Fatal(err)
 		}

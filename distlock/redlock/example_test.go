@@ -61,7 +61,7 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	locker, err := redlock.New(masters, tokens, nil) // quorum 3 of 5
+	locker, err := redlock.New(masters, &redlock.Config{Source: tokens}) // quorum 3 of 5
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -133,7 +133,7 @@ func ExampleLocker_TryAcquire() {
 		return
 	}
 	tokens, _ := fencedpg.NewSequence(pool, "example_redlock_tokens")
-	locker, err := redlock.New(masters, tokens, nil)
+	locker, err := redlock.New(masters, &redlock.Config{Source: tokens})
 	if err != nil {
 		fmt.Println(err)
 		return

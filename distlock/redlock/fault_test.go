@@ -10,6 +10,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/concurkit/concurkit"
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/redlock"
 	"github.com/concurkit/concurkit/testkit"
@@ -38,7 +39,7 @@ func TestFaults(t *testing.T) {
 		})
 		t.Cleanup(func() { _ = clients[i].Close() })
 	}
-	l, err := redlock.New(clients, &counter{}, &redlock.Config{NodeTimeout: 200 * time.Millisecond}) // generous: Extend with 3 of 5 needs all three in time, under -race on a loaded machine
+	l, err := redlock.New(clients, &redlock.Config{Source: &counter{}, NodeTimeout: 200 * time.Millisecond}) // generous: Extend with 3 of 5 needs all three in time, under -race on a loaded machine
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,6 +102,11 @@ func TestFaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// And one released while a majority is down.
+	held2, err := l.Acquire(t.Context(), "held2", &distlock.Options{TTL: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
 	waitSections(1, 20)
 
 	procs[0].Kill(t)
@@ -122,11 +128,16 @@ func TestFaults(t *testing.T) {
 	}
 	// Extend cannot reach a majority: uncertain, not lost; the lease runs on
 	// until its current deadline.
-	if err := held.Extend(t.Context(), 10*time.Second); !errors.Is(err, redlock.ErrNoQuorum) || errors.Is(err, distlock.ErrLeaseLost) {
-		t.Fatalf("Extend with 2 of 5 masters = %v, want ErrNoQuorum", err)
+	if err := held.Extend(t.Context(), 10*time.Second); !errors.Is(err, redlock.ErrNoQuorum) || errors.Is(err, distlock.ErrLeaseLost) ||
+		!errors.Is(err, concurkit.ErrOutcomeUnknown) {
+		t.Fatalf("Extend with 2 of 5 masters = %v, want ErrNoQuorum (outcome unknown)", err)
 	}
 	if held.Context().Err() != nil {
 		t.Fatal("lease context ended by an uncertain Extend")
+	}
+	// Release cannot be confirmed by a majority: outcome unknown.
+	if err := held2.Release(t.Context()); !errors.Is(err, redlock.ErrNoQuorum) || !errors.Is(err, concurkit.ErrOutcomeUnknown) {
+		t.Fatalf("Release with 2 of 5 masters = %v, want ErrNoQuorum matching concurkit.ErrOutcomeUnknown", err)
 	}
 	dctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 	start := time.Now()

@@ -63,12 +63,12 @@ func TestFrozenMaster(t *testing.T) {
 	// Default client options; a NodeTimeout above the default 50 ms only
 	// so that "Extend with exactly 3 of 5" does not flake under -race on a
 	// loaded machine (it needs all three in time).
-	cfg := &redlock.Config{NodeTimeout: 200 * time.Millisecond}
-	holder, err := redlock.New(defaultClients(t, procs), src, cfg)
+	cfg := &redlock.Config{Source: src, NodeTimeout: 200 * time.Millisecond}
+	holder, err := redlock.New(defaultClients(t, procs), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := redlock.New(defaultClients(t, procs), src, cfg) // another process
+	other, err := redlock.New(defaultClients(t, procs), cfg) // another process
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +227,7 @@ func TestFrozenMasterExclusion(t *testing.T) {
 		wg         sync.WaitGroup
 	)
 	for range 3 {
-		l, err := redlock.New(defaultClients(t, procs), src, nil) // a process each
+		l, err := redlock.New(defaultClients(t, procs), &redlock.Config{Source: src}) // a process each
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -283,11 +283,11 @@ func TestFrozenMasterCleanupInBackground(t *testing.T) {
 		return cs
 	}
 	src := &counter{}
-	a, err := redlock.New(clients(), src, nil)
+	a, err := redlock.New(clients(), &redlock.Config{Source: src})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := redlock.New(clients(), src, nil)
+	b, err := redlock.New(clients(), &redlock.Config{Source: src})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,7 +46,7 @@ func owner(t testing.TB, pool *pgxpool.Pool, g fenced.Table) string {
 func TestMintAfterAcquireHazard(t *testing.T) {
 	cs, prefix := redlockEnv(t)
 	pool, src := tokenSource(t)
-	l, err := redlock.New(cs, src, nil)
+	l, err := redlock.New(cs, &redlock.Config{Source: src})
 	if err != nil {
 		t.Fatal(err)
 	}

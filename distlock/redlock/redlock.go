@@ -12,16 +12,19 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/concurkit/concurkit"
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/internal/redisnode"
+	"github.com/concurkit/concurkit/distlock/internal/sentinel"
 	"github.com/concurkit/concurkit/fenced"
 	"github.com/concurkit/concurkit/internal/handle"
 	"github.com/concurkit/concurkit/internal/lease"
+	"github.com/concurkit/concurkit/observe"
 )
 
 // LockKey returns the Redis key that holds the lock on key on each
 // master: "ck:{E}:lock", where E is key with '%', '{' and '}'
-// percent-encoded; the same layout as package distlock/redis.
+// percent-encoded; the same layout as package distlock/redislock.
 func LockKey(key string) string { return redisnode.LockKey(key) }
 
 // FenceKey returns the Redis key that records, on each master, the highest
@@ -32,8 +35,8 @@ func FenceKey(key string) string { return redisnode.FenceKey(key) }
 const (
 	DefaultNodeTimeout    = 50 * time.Millisecond
 	DefaultDriftFactor    = 0.01
-	DefaultRetryMin       = 5 * time.Millisecond
-	DefaultRetryMax       = 100 * time.Millisecond
+	DefaultPollMin        = 5 * time.Millisecond
+	DefaultPollMax        = 100 * time.Millisecond
 	DefaultFenceTTL       = 24 * time.Hour
 	DefaultCleanupTimeout = time.Second
 )
@@ -42,48 +45,60 @@ const (
 // paper: 2 ms for the granularity of the Redis expire clock).
 const driftConst = 2 * time.Millisecond
 
-// ErrNoQuorum is returned by Extend and Release when fewer than a majority of
-// the masters answered, so the outcome is unknown: Extend leaves the lease
-// running until its current deadline; after Release the lock expires by its
-// TTL on the masters that did not answer.
-var ErrNoQuorum = errors.New("redlock: no quorum")
+// ErrNoQuorum ["no_quorum" for observe.ErrorType] is returned by Extend
+// and Release when fewer than a majority of the masters answered, so the
+// outcome is unknown: it matches concurkit.ErrOutcomeUnknown. Extend
+// leaves the lease running until its current deadline; after Release the
+// lock expires by its TTL on the masters that did not answer. (An
+// acquisition that cannot reach a quorum is not acquired: it returns
+// distlock.ErrNotAcquired, with the masters' tally in the message.)
+var ErrNoQuorum error = sentinel.New("redlock: no quorum", "no_quorum", concurkit.ErrOutcomeUnknown)
 
-// Config tunes a Locker. A nil *Config or a zero field means the documented
-// default; a negative field is distlock.ErrInvalidOptions. New copies it.
+// Config tunes a Locker. A zero field means the documented default; a
+// negative duration or a DriftFactor outside [0, 1) is bad input (an error
+// matching concurkit.ErrInvalidArgument). Source has no default: it is
+// required, so a nil *Config is an error too. New copies the Config.
 type Config struct {
+	// Source mints the fencing tokens (required): a fenced.Source shared
+	// by every Locker of the same lock keys, e.g. a PostgreSQL sequence
+	// (package fenced). Redis masters cannot give out tokens that survive
+	// their restarts; see the package doc for why a token is minted before
+	// the lock is taken.
+	Source fenced.Source
 	// NodeTimeout is how long an acquire or extend attempt waits for a
 	// master's answer, and how long Release waits for the masters beyond
 	// a majority. It is enforced by the locker, whatever the client
 	// options: a master that has not answered by then counts as failed
 	// and its request finishes in the background. Zero means
-	// DefaultNodeTimeout. Keep it far below the TTL: a slow master must
-	// not eat the validity.
+	// DefaultNodeTimeout (50 ms). Keep it far below the TTL: a slow master
+	// must not eat the validity.
 	NodeTimeout time.Duration
 	// DriftFactor scales the clock-drift allowance DriftFactor·TTL + 2 ms
-	// subtracted from the validity. Zero means DefaultDriftFactor; it must
-	// be below 1.
+	// subtracted from the validity. Zero means DefaultDriftFactor (0.01);
+	// it must be below 1.
 	DriftFactor float64
 	// Margin is a further safety margin subtracted from a lease's validity
 	// so its Context ends before a master may give the lock away. Zero
 	// means 10% of the TTL, at most one second.
 	Margin time.Duration
-	// RetryMin and RetryMax bound the full-jitter backoff between the
+	// PollMin and PollMax bound the full-jitter backoff between the
 	// attempts of Acquire: after the n-th failed attempt it waits a random
-	// time in [0, min(RetryMax, RetryMin·2^(n-1))]. Zero means
-	// DefaultRetryMin and DefaultRetryMax, wider than a single server's:
-	// an attempt costs a request per master, and waiters that retry too
-	// close together split the masters' votes so that nobody wins.
-	RetryMin, RetryMax time.Duration
+	// time in [0, min(PollMax, PollMin·2^(n-1))]. Zero means
+	// DefaultPollMin (5 ms) and DefaultPollMax (100 ms), wider than a
+	// single server's: an attempt costs a request per master, and waiters
+	// that retry too close together split the masters' votes so that
+	// nobody wins.
+	PollMin, PollMax time.Duration
 	// FenceTTL is how long each master's fence key (the highest token that
 	// acquired a lock key) outlives the last acquisition. Zero means
-	// DefaultFenceTTL. It is raised to the lock TTL if shorter.
+	// DefaultFenceTTL (24 h). It is raised to the lock TTL if shorter.
 	FenceTTL time.Duration
 	// CleanupTimeout bounds each master's compare-and-delete, after a
 	// failed attempt and on Release, and so how long Release waits for a
 	// majority to answer. The deletes run in the background: neither
 	// Acquire nor Release waits for a master beyond NodeTimeout once a
 	// majority has answered. A delete that gives up leaves the lock on
-	// that master until its TTL. Zero means DefaultCleanupTimeout.
+	// that master until its TTL. Zero means DefaultCleanupTimeout (1 s).
 	CleanupTimeout time.Duration
 }
 
@@ -92,18 +107,21 @@ func (c *Config) resolve() (Config, error) {
 	if c != nil {
 		o = *c
 	}
-	err := redisnode.ResolveDurations("redlock",
+	if handle.IsNil(o.Source) {
+		return o, fmt.Errorf("%w: redlock: nil Config.Source (required: a fenced.Source for the fencing tokens)", concurkit.ErrInvalidArgument)
+	}
+	err := redisnode.ResolveDurations(pkg,
 		redisnode.Duration{Name: "NodeTimeout", Field: &o.NodeTimeout, Default: DefaultNodeTimeout},
 		redisnode.Duration{Name: "Margin", Field: &o.Margin},
-		redisnode.Duration{Name: "RetryMin", Field: &o.RetryMin, Default: DefaultRetryMin},
-		redisnode.Duration{Name: "RetryMax", Field: &o.RetryMax, Default: DefaultRetryMax},
+		redisnode.Duration{Name: "PollMin", Field: &o.PollMin, Default: DefaultPollMin},
+		redisnode.Duration{Name: "PollMax", Field: &o.PollMax, Default: DefaultPollMax},
 		redisnode.Duration{Name: "FenceTTL", Field: &o.FenceTTL, Default: DefaultFenceTTL},
 		redisnode.Duration{Name: "CleanupTimeout", Field: &o.CleanupTimeout, Default: DefaultCleanupTimeout})
 	if err != nil {
 		return o, err
 	}
 	if o.DriftFactor < 0 || o.DriftFactor >= 1 || o.DriftFactor != o.DriftFactor {
-		return o, fmt.Errorf("%w: redlock: DriftFactor %v not in [0, 1)", distlock.ErrInvalidOptions, o.DriftFactor)
+		return o, fmt.Errorf("%w: redlock: Config.DriftFactor %v not in [0, 1)", concurkit.ErrInvalidArgument, o.DriftFactor)
 	}
 	if o.DriftFactor == 0 {
 		o.DriftFactor = DefaultDriftFactor
@@ -117,7 +135,6 @@ func (c *Config) resolve() (Config, error) {
 type Locker struct {
 	nodes   []goredis.Scripter
 	quorum  int
-	source  fenced.Source
 	cfg     Config
 	scripts *redisnode.Scripts
 	bg      redisnode.Background // requests that outlive the call that made them
@@ -127,27 +144,25 @@ var _ distlock.Locker = (*Locker)(nil)
 
 // New returns a Locker over nodes, one client per independent master
 // (typically *redis.Client of github.com/redis/go-redis/v9; not replicas of
-// one another, not a cluster), minting fencing tokens from source. The
+// one another, not a cluster), minting fencing tokens from cfg.Source. The
 // quorum is len(nodes)/2+1. Any client options work: the locker bounds
 // each master's request with NodeTimeout itself (with
 // Options.ContextTimeoutEnabled a request given up on also ends at once
 // instead of at the client's ReadTimeout, freeing its connection sooner).
-// It returns an error matching distlock.ErrInvalidOptions for no nodes, a
-// nil node or source (also a typed nil such as a nil *redis.Client), or an
-// invalid Config field.
-func New[C goredis.Scripter](nodes []C, source fenced.Source, cfg *Config) (*Locker, error) {
+// It does no I/O. It returns an error matching
+// concurkit.ErrInvalidArgument for no nodes, a nil node (also a typed nil
+// such as a nil *redis.Client), a nil cfg or cfg.Source, or an invalid
+// Config field.
+func New[C goredis.Scripter](nodes []C, cfg *Config) (*Locker, error) {
 	if len(nodes) == 0 {
-		return nil, fmt.Errorf("%w: redlock: no nodes", distlock.ErrInvalidOptions)
+		return nil, fmt.Errorf("%w: redlock: no nodes", concurkit.ErrInvalidArgument)
 	}
 	ns := make([]goredis.Scripter, len(nodes))
 	for i, n := range nodes {
 		if handle.IsNil(n) {
-			return nil, fmt.Errorf("%w: redlock: node %d is nil", distlock.ErrInvalidOptions, i)
+			return nil, fmt.Errorf("%w: redlock: nil client (node %d)", concurkit.ErrInvalidArgument, i)
 		}
 		ns[i] = n
-	}
-	if handle.IsNil(source) {
-		return nil, fmt.Errorf("%w: redlock: nil fenced.Source", distlock.ErrInvalidOptions)
 	}
 	c, err := cfg.resolve()
 	if err != nil {
@@ -156,38 +171,60 @@ func New[C goredis.Scripter](nodes []C, source fenced.Source, cfg *Config) (*Loc
 	return &Locker{
 		nodes:   ns,
 		quorum:  len(ns)/2 + 1,
-		source:  source,
 		cfg:     c,
 		scripts: redisnode.NewScripts(),
 	}, nil
 }
 
-// Quorum returns the number of masters that must hold a lock: N/2+1.
-func (l *Locker) Quorum() int { return l.quorum }
+// pkg names the package in errors and observe events.
+const pkg = "redlock"
+
+// check rejects a nil Locker or one not made by New, before any I/O.
+func (l *Locker) check() error {
+	if l == nil || l.scripts == nil {
+		return fmt.Errorf("%w: redlock: nil or zero Locker (use New)", concurkit.ErrInvalidArgument)
+	}
+	return nil
+}
+
+// Quorum returns the number of masters that must hold a lock: N/2+1 (0
+// for a nil Locker).
+func (l *Locker) Quorum() int {
+	if l == nil {
+		return 0
+	}
+	return l.quorum
+}
 
 // Acquire blocks until the lock on key is held by a majority of the masters
 // within its validity, or ctx ends. An attempt is decided as soon as a
 // majority accepted (or can no longer accept), without waiting for the
 // other masters; a master that has not answered within NodeTimeout counts
 // as failed. Failed attempts (busy, no majority, validity used up, masters
-// down) are retried with full-jitter backoff (Config.RetryMin/RetryMax);
+// down) are retried with full-jitter backoff (Config.PollMin/PollMax);
 // the attempt's lock is deleted in the background on every master that
 // took it or did not answer, each delete sent after that master's acquire
 // request returned. A retry first asks one random master and goes on to
 // the others only if that one accepted (or did not answer), so polling a
 // busy lock costs one request per poll.
 //
-// It returns distlock.ErrInvalidKey for an empty key,
-// distlock.ErrInvalidOptions for a negative TTL or one too short to leave
-// any validity, errors.Join(distlock.ErrNotAcquired, ctx.Err()) when ctx
-// ends first, and the wrapped error of the token source when it fails.
+// It returns distlock.ErrInvalidKey for an empty key, an error matching
+// concurkit.ErrInvalidArgument for a negative TTL or one too short to
+// leave any validity (and for a nil Locker),
+// errors.Join(distlock.ErrNotAcquired, ctx.Err()) when ctx ends first,
+// distlock.ErrTokenExhausted when the token source is used up, and the
+// wrapped error of the token source when it fails.
+//
+// An Acquire whose first attempt failed reports its wait to the hooks of
+// ctx (observe.Hooks.LockWait), and the lease reports its extensions and
+// its loss to them (see distlock.Locker).
 func (l *Locker) Acquire(ctx context.Context, key string, opts *distlock.Options) (distlock.Lease, error) {
 	o, err := l.resolve(key, opts)
 	if err != nil {
 		return nil, err
 	}
 	st := attempts{keys: redisnode.NewKeys(key)}
-	ls, err := lease.Poll(ctx, lease.PollPolicy{Min: l.cfg.RetryMin, Max: l.cfg.RetryMax},
+	ls, err := lease.Poll(ctx, lease.PollPolicy{Min: l.cfg.PollMin, Max: l.cfg.PollMax, Package: pkg, Key: key},
 		func(ctx context.Context) (*lease.Lease, error) { return l.try(ctx, key, o, &st) })
 	if err != nil {
 		return nil, err
@@ -234,14 +271,17 @@ func (l *Locker) margin(ttl time.Duration) time.Duration {
 }
 
 func (l *Locker) resolve(key string, opts *distlock.Options) (distlock.Options, error) {
-	o, err := lease.Resolve(key, opts)
+	if err := l.check(); err != nil {
+		return distlock.Options{}, err
+	}
+	o, err := lease.Resolve(pkg, key, opts)
 	if err != nil {
 		return o, err
 	}
 	// Masters get the TTL rounded up to whole milliseconds, so they hold
 	// the lock at least as long as the validity counted from o.TTL.
 	if redisnode.NoValidity(o.TTL, l.drift(o.TTL), l.margin(o.TTL)) {
-		return o, fmt.Errorf("%w: redlock: TTL %v leaves no validity after drift and margin", distlock.ErrInvalidOptions, o.TTL)
+		return o, fmt.Errorf("%w: redlock: TTL %v leaves no validity after drift and margin", concurkit.ErrInvalidArgument, o.TTL)
 	}
 	return o, nil
 }
@@ -486,21 +526,22 @@ func (l *Locker) acquireOn(ctx context.Context, f *flight, probe bool, start tim
 	return t
 }
 
-// try makes one acquisition attempt; see redis.Locker for the token rule.
+// try makes one acquisition attempt; see redislock.Locker for the token
+// rule.
 func (l *Locker) try(ctx context.Context, key string, o distlock.Options, st *attempts) (*lease.Lease, error) {
 	st.n++
 	probe := st.n > 1
 	fenceTTL := max(l.cfg.FenceTTL, o.TTL)
 	drift, margin := l.drift(o.TTL), l.margin(o.TTL)
 	budget := o.TTL - drift - margin // > 0: checked by resolve
-	return redisnode.Attempt(ctx, l.source, "redlock", key, &st.tok, func(tok fenced.Token, value string) (*lease.Lease, bool, error) {
+	return redisnode.Attempt(ctx, l.cfg.Source, pkg, key, &st.tok, func(tok fenced.Token, value string) (*lease.Lease, bool, error) {
 		f := l.newFlight(st.keys, value)
 		start := time.Now() // every master's TTL starts no earlier than this
 		t := l.acquireOn(ctx, f, probe, start, budget, func(ctx context.Context, c goredis.Scripter) (int64, error) {
 			return l.scripts.Acquire(ctx, c, st.keys, value, o.TTL, tok, fenceTTL)
 		})
 		if t.yes >= l.quorum && time.Since(start) < budget {
-			ls, err := l.newLease(key, f, tok, o, start, drift, margin)
+			ls, err := l.newLease(observe.FromContext(ctx), key, f, tok, o, start, drift, margin)
 			if err == nil {
 				f.decide(false)
 				return ls, false, nil
@@ -576,9 +617,13 @@ func mergeDone(ctx, other context.Context) (context.Context, context.CancelFunc)
 	return m, func() { stop(); cancel() }
 }
 
-func (l *Locker) newLease(key string, f *flight, tok fenced.Token, o distlock.Options, start time.Time, drift, margin time.Duration) (*lease.Lease, error) {
+func (l *Locker) newLease(hooks *observe.Hooks, key string, f *flight, tok fenced.Token, o distlock.Options, start time.Time, drift, margin time.Duration) (*lease.Lease, error) {
 	n := len(l.nodes)
+	// The lease's own cleanup bound stays distlock.DefaultCleanupTimeout:
+	// the Release callback bounds its requests by Config.CleanupTimeout.
 	return lease.New(lease.Config{
+		Package:    pkg,
+		Hooks:      hooks,
 		Key:        key,
 		Token:      tok,
 		TTL:        o.TTL,
@@ -590,7 +635,7 @@ func (l *Locker) newLease(key string, f *flight, tok fenced.Token, o distlock.Op
 			Extend: func(ctx context.Context, ttl time.Duration) error {
 				if drift := l.drift(ttl); ttl <= drift {
 					// PX would be (near) zero: the lock would vanish at once.
-					return fmt.Errorf("%w: redlock: TTL %v leaves no validity after the drift %v", distlock.ErrInvalidOptions, ttl, drift)
+					return fmt.Errorf("%w: redlock: TTL %v leaves no validity after the drift %v", concurkit.ErrInvalidArgument, ttl, drift)
 				}
 				start := time.Now()
 				out := make(chan reply, n)

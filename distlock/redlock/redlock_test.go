@@ -13,6 +13,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
+	"github.com/concurkit/concurkit"
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/redlock"
 	"github.com/concurkit/concurkit/fenced"
@@ -49,7 +50,7 @@ func newLocker(t testing.TB) (*redlock.Locker, []*goredis.Client, string) {
 	t.Helper()
 	cs, prefix := redlockEnv(t)
 	_, src := tokenSource(t)
-	l, err := redlock.New(cs, src, nil)
+	l, err := redlock.New(cs, &redlock.Config{Source: src})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,34 +63,44 @@ func TestNewBadInput(t *testing.T) {
 	var nilClient *goredis.Client
 	var nilSrc *fencedpg.Sequence
 	ok := []*goredis.Client{c, c, c}
+	src := &counter{}
 	for _, tc := range []struct {
 		name  string
 		nodes []*goredis.Client
-		src   fenced.Source
 		cfg   *redlock.Config
 	}{
-		{"no nodes", nil, &counter{}, nil},
-		{"empty node list", []*goredis.Client{}, &counter{}, nil},
-		{"nil node", []*goredis.Client{c, nilClient, c}, &counter{}, nil},
-		{"nil source", ok, nil, nil},
-		{"typed nil source", ok, nilSrc, nil},
-		{"negative node timeout", ok, &counter{}, &redlock.Config{NodeTimeout: -time.Millisecond}},
-		{"negative drift factor", ok, &counter{}, &redlock.Config{DriftFactor: -0.1}},
-		{"drift factor 1", ok, &counter{}, &redlock.Config{DriftFactor: 1}},
-		{"drift factor NaN", ok, &counter{}, &redlock.Config{DriftFactor: math.NaN()}},
-		{"negative margin", ok, &counter{}, &redlock.Config{Margin: -1}},
-		{"negative retry", ok, &counter{}, &redlock.Config{RetryMin: -1}},
-		{"negative fence TTL", ok, &counter{}, &redlock.Config{FenceTTL: -1}},
-		{"negative cleanup timeout", ok, &counter{}, &redlock.Config{CleanupTimeout: -1}},
+		{"no nodes", nil, &redlock.Config{Source: src}},
+		{"empty node list", []*goredis.Client{}, &redlock.Config{Source: src}},
+		{"nil node", []*goredis.Client{c, nilClient, c}, &redlock.Config{Source: src}},
+		{"nil config (Source is required)", ok, nil},
+		{"nil source", ok, &redlock.Config{}},
+		{"typed nil source", ok, &redlock.Config{Source: nilSrc}},
+		{"negative node timeout", ok, &redlock.Config{Source: src, NodeTimeout: -time.Millisecond}},
+		{"negative drift factor", ok, &redlock.Config{Source: src, DriftFactor: -0.1}},
+		{"drift factor 1", ok, &redlock.Config{Source: src, DriftFactor: 1}},
+		{"drift factor NaN", ok, &redlock.Config{Source: src, DriftFactor: math.NaN()}},
+		{"negative margin", ok, &redlock.Config{Source: src, Margin: -1}},
+		{"negative poll", ok, &redlock.Config{Source: src, PollMin: -1}},
+		{"negative fence TTL", ok, &redlock.Config{Source: src, FenceTTL: -1}},
+		{"negative cleanup timeout", ok, &redlock.Config{Source: src, CleanupTimeout: -1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l, err := redlock.New(tc.nodes, tc.src, tc.cfg)
-			if !errors.Is(err, distlock.ErrInvalidOptions) || l != nil {
-				t.Fatalf("New = %v, %v; want nil, ErrInvalidOptions", l, err)
+			l, err := redlock.New(tc.nodes, tc.cfg)
+			if !errors.Is(err, concurkit.ErrInvalidArgument) || l != nil {
+				t.Fatalf("New = %v, %v; want nil, an error matching concurkit.ErrInvalidArgument", l, err)
 			}
 		})
 	}
-	l, err := redlock.New(ok, &counter{}, nil)
+	// A nil or zero Locker is bad input too, not a panic.
+	for name, l := range map[string]*redlock.Locker{"nil": nil, "zero": new(redlock.Locker)} {
+		if _, err := l.Acquire(t.Context(), "k", nil); !errors.Is(err, concurkit.ErrInvalidArgument) {
+			t.Errorf("%s Locker: Acquire = %v", name, err)
+		}
+		if _, err := l.TryAcquire(t.Context(), "k", nil); !errors.Is(err, concurkit.ErrInvalidArgument) {
+			t.Errorf("%s Locker: TryAcquire = %v", name, err)
+		}
+	}
+	l, err := redlock.New(ok, &redlock.Config{Source: &counter{}})
 	if err != nil || l.Quorum() != 2 {
 		t.Fatalf("New(3 nodes) = %v, %v; want quorum 2", l, err)
 	}
@@ -98,7 +109,7 @@ func TestNewBadInput(t *testing.T) {
 func TestAcquireBadInput(t *testing.T) {
 	c := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:1"}) // never contacted
 	t.Cleanup(func() { _ = c.Close() })
-	l, err := redlock.New([]*goredis.Client{c}, &counter{}, nil)
+	l, err := redlock.New([]*goredis.Client{c}, &redlock.Config{Source: &counter{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,9 +120,9 @@ func TestAcquireBadInput(t *testing.T) {
 		want error
 	}{
 		{"empty key", "", nil, distlock.ErrInvalidKey},
-		{"negative TTL", "k", &distlock.Options{TTL: -time.Second}, distlock.ErrInvalidOptions},
-		{"TTL below 1ms", "k", &distlock.Options{TTL: time.Microsecond}, distlock.ErrInvalidOptions},
-		{"TTL without validity", "k", &distlock.Options{TTL: 2 * time.Millisecond}, distlock.ErrInvalidOptions},
+		{"negative TTL", "k", &distlock.Options{TTL: -time.Second}, concurkit.ErrInvalidArgument},
+		{"TTL below 1ms", "k", &distlock.Options{TTL: time.Microsecond}, concurkit.ErrInvalidArgument},
+		{"TTL without validity", "k", &distlock.Options{TTL: 2 * time.Millisecond}, concurkit.ErrInvalidArgument},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, f := range []func(context.Context, string, *distlock.Options) (distlock.Lease, error){l.Acquire, l.TryAcquire} {
@@ -228,11 +239,11 @@ func TestAcquireCancelWhileWaiting(t *testing.T) {
 	cs, prefix := redlockEnv(t)
 	_, pg := tokenSource(t)
 	src := &signalSource{Source: pg, started: make(chan struct{})}
-	l, err := redlock.New(cs, src, nil)
+	l, err := redlock.New(cs, &redlock.Config{Source: src})
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := redlock.New(cs, pg, nil)
+	other, err := redlock.New(cs, &redlock.Config{Source: pg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +278,7 @@ func TestAcquireCancelWhileWaiting(t *testing.T) {
 func TestStaleTokenRefused(t *testing.T) {
 	cs, prefix := redlockEnv(t)
 	src := &counter{}
-	l, err := redlock.New(cs, src, nil)
+	l, err := redlock.New(cs, &redlock.Config{Source: src})
 	if err != nil {
 		t.Fatal(err)
 	}

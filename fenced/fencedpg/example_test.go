@@ -5,15 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/concurkit/concurkit/distlock"
-	"github.com/concurkit/concurkit/distlock/postgres"
+	"github.com/concurkit/concurkit/distlock/pglock"
 	"github.com/concurkit/concurkit/fenced"
 	"github.com/concurkit/concurkit/fenced/fencedpg"
+	"github.com/concurkit/concurkit/optimistic"
+	"github.com/concurkit/concurkit/optimistic/optimisticpg"
 )
 
 // The examples connect to the server of scripts/services.sh (or
@@ -97,8 +98,8 @@ func ExampleUpdate() {
 // retries on the new balance) instead of overwriting the interest.
 //
 // The lock here is the PostgreSQL advisory-lock backend; any
-// distlock.Locker works the same way (with distlock.Do, the acquire,
-// release and the lease-bound context are one call).
+// distlock.Locker works the same way. distlock.Do acquires, runs the job
+// with a context that ends with the lease, and releases.
 func ExampleUpdate_withLease() {
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, pgURL())
@@ -125,38 +126,35 @@ func ExampleUpdate_withLease() {
 		return
 	}
 
-	// The job takes the lock and credits 1% interest, fenced by its token.
-	locker, err := postgres.New(pool, &postgres.Options{Schema: schema})
+	// The job holds the lock and credits 1% interest, fenced by its token
+	// and versioned, reading the balance with FOR UPDATE in the same
+	// transaction.
+	locker, err := pglock.New(pool, &pglock.Config{Schema: schema})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	lease, err := locker.Acquire(ctx, "interest:account-1", &distlock.Options{TTL: 30 * time.Second})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	err = pgx.BeginFunc(lease.Context(), pool, func(tx pgx.Tx) error {
-		var b int64
-		if err := tx.QueryRow(ctx, "SELECT balance FROM "+schema+".accounts WHERE id = 1 FOR UPDATE").Scan(&b); err != nil {
-			return err
-		}
-		return fencedpg.Update(lease.Context(), tx, accounts, 1, lease.Token(), map[string]any{"balance": b + b/100})
+	err = distlock.Do(ctx, locker, "interest:account-1", nil, func(ctx context.Context, lease distlock.Lease) error {
+		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			var b int64
+			if err := tx.QueryRow(ctx, "SELECT balance FROM "+schema+".accounts WHERE id = 1 FOR UPDATE").Scan(&b); err != nil {
+				return err
+			}
+			return fencedpg.Update(ctx, tx, accounts, 1, lease.Token(), map[string]any{"balance": b + b/100})
+		})
 	})
 	fmt.Println("job:", err)
-	fmt.Println("release:", lease.Release(ctx))
 
 	// The transfer's compare-and-swap with the version it read now fails.
-	tag, err := pool.Exec(ctx, "UPDATE "+schema+".accounts SET balance = $1, version = version + 1 WHERE id = 1 AND version = $2",
-		balance-100, version)
-	fmt.Println("stale transfer rows:", tag.RowsAffected(), err)
+	_, err = optimisticpg.Update(ctx, pool, optimistic.Table{Schema: schema, Name: "accounts"}, 1, version,
+		map[string]any{"balance": balance - 100})
+	fmt.Println("stale transfer:", err)
 
 	_ = pool.QueryRow(ctx, "SELECT balance, version FROM "+schema+".accounts WHERE id = 1").Scan(&balance, &version)
 	fmt.Println("balance", balance, "version", version)
 	// Output:
 	// job: <nil>
-	// release: <nil>
-	// stale transfer rows: 0 <nil>
+	// stale transfer: optimistic: version conflict
 	// balance 1010 version 2
 }
 

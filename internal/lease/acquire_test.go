@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/concurkit/concurkit"
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/internal/lease"
 )
@@ -25,8 +26,8 @@ func TestResolve(t *testing.T) {
 		{"1ns", "k", &distlock.Options{TTL: 1}, 1, nil},
 		{"max TTL passes through", "k", &distlock.Options{TTL: math.MaxInt64}, math.MaxInt64, nil},
 		{"auto-extend kept", "k", &distlock.Options{TTL: time.Second, AutoExtend: true}, time.Second, nil},
-		{"negative TTL", "k", &distlock.Options{TTL: -1}, 0, distlock.ErrInvalidOptions},
-		{"min TTL", "k", &distlock.Options{TTL: math.MinInt64}, 0, distlock.ErrInvalidOptions},
+		{"negative TTL", "k", &distlock.Options{TTL: -1}, 0, concurkit.ErrInvalidArgument},
+		{"min TTL", "k", &distlock.Options{TTL: math.MinInt64}, 0, concurkit.ErrInvalidArgument},
 		{"empty key", "", nil, 0, distlock.ErrInvalidKey},
 		{"empty key and bad TTL", "", &distlock.Options{TTL: -1}, 0, distlock.ErrInvalidKey},
 	} {
@@ -35,7 +36,7 @@ func TestResolve(t *testing.T) {
 			if tc.opts != nil {
 				before = *tc.opts
 			}
-			o, err := lease.Resolve(tc.key, tc.opts)
+			o, err := lease.Resolve("test", tc.key, tc.opts)
 			if tc.wantErr != nil {
 				if !errors.Is(err, tc.wantErr) {
 					t.Fatalf("Resolve = %v, want %v", err, tc.wantErr)

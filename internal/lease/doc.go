@@ -21,17 +21,25 @@
 //     goroutine, with a context that ignores the caller's cancellation but
 //     ends at Config.CleanupTimeout (default distlock.DefaultCleanupTimeout).
 //     Release returns when the cleanup ends or the caller's context does
-//     (then with an "unconfirmed" error matching ctx.Err()); a later
+//     (then with an "unconfirmed" error matching ctx.Err() and
+//     concurkit.ErrOutcomeUnknown, as is a cleanup that failed); a later
 //     Release waits for the same cleanup and reports its outcome if no
 //     call did yet, else nil. A Release after the lease was lost returns
 //     distlock.ErrLeaseLost but still runs the cleanup (which must never
 //     delete a successor's lock);
 //   - an optional auto-extend goroutine renews the lease every TTL/3 and
-//     stops on release or loss; Release cancels an Extend in flight.
+//     stops on release or loss; Release cancels an Extend in flight;
+//   - the hooks given in Config (the observe.Hooks of the Acquire call's
+//     context) hear of every Extend attempt, explicit or automatic
+//     (LeaseExtend, with its error), and of the loss once (LeaseLost, with
+//     its cause; never for a released lease), on the goroutine that
+//     caused it, outside the lease's mutex. Without hooks nothing is
+//     reported and nothing allocated.
 //
 // Backends supply two callbacks (Backend.Extend, Backend.Release), honour
 // the contexts they get, and call Lost from their own watchers. The
 // package also holds the helpers every backend needs around acquisition:
-// Resolve (option and key validation with defaults) and Poll (a retry
-// loop for backends that can only poll).
+// Resolve (option and key validation with defaults), Poll (a retry loop
+// for backends that can only poll) and ReportWait (the LockWait event of
+// an acquisition that had to wait, which Poll reports itself).
 package lease

@@ -9,8 +9,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/concurkit/concurkit"
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/fenced"
+	"github.com/concurkit/concurkit/observe"
 )
 
 // Causes recorded on a lease's context (read them with context.Cause).
@@ -45,12 +47,19 @@ type Backend struct {
 
 // Config describes one acquisition.
 type Config struct {
-	Key   string
-	Token fenced.Token
+	// Package names the backend in error messages and observe events
+	// ("redislock", "etcdlock", ...). Empty means "distlock".
+	Package string
+	Key     string
+	Token   fenced.Token
+	// Hooks receive the lease's events (LeaseExtend after every Extend
+	// attempt, LeaseLost once on loss). Backends pass
+	// observe.FromContext of the Acquire call's context. Nil: none.
+	Hooks *observe.Hooks
 	// TTL is the validity granted by the server, measured from Start.
 	// Zero means the lease has no time-based validity (it lives until
 	// Lost or Release, e.g. a ZooKeeper session's lock); negative is
-	// distlock.ErrInvalidOptions. Any positive value is accepted: the
+	// concurkit.ErrInvalidArgument. Any positive value is accepted: the
 	// deadline arithmetic saturates instead of overflowing.
 	TTL time.Duration
 	// Start is the local time taken (with time.Now, so that it carries a
@@ -71,7 +80,7 @@ type Config struct {
 	// CleanupTimeout bounds the backend cleanup run by Release, which
 	// ignores the cancellation of the caller's context. Zero means
 	// distlock.DefaultCleanupTimeout; negative is
-	// distlock.ErrInvalidOptions.
+	// concurkit.ErrInvalidArgument.
 	CleanupTimeout time.Duration
 	// AutoExtend starts a goroutine that calls Extend every TTL/3 until
 	// the lease is released or lost. Ignored when TTL is zero.
@@ -99,6 +108,8 @@ const (
 // Lease implements distlock.Lease on top of a Backend. Its methods are
 // safe for concurrent use.
 type Lease struct {
+	pkg     string
+	hooks   *observe.Hooks
 	key     string
 	token   fenced.Token
 	ttl     time.Duration
@@ -129,6 +140,10 @@ type Lease struct {
 	lostErr  error // the loss cause if the lease was lost before Release
 	outcome  error
 	reported bool
+	// lossToReport is the loss cause not yet reported to hooks.LeaseLost
+	// (set only when hooks is not nil): the report is made by the
+	// goroutine that caused the loss, after it released mu.
+	lossToReport error
 }
 
 var _ distlock.Lease = (*Lease)(nil)
@@ -139,20 +154,23 @@ var _ distlock.Lease = (*Lease)(nil)
 // or drift and margin that leave nothing of the TTL), the lease starts
 // lost: its context is already done with cause ErrExpired. It returns
 // distlock.ErrInvalidKey for an empty key, fenced.ErrInvalidToken for a
-// token ≤ 0 and distlock.ErrInvalidOptions for a negative TTL or
-// CleanupTimeout.
+// token ≤ 0 and an error matching concurkit.ErrInvalidArgument for a
+// negative TTL or CleanupTimeout.
 func New(cfg Config) (*Lease, error) {
+	if cfg.Package == "" {
+		cfg.Package = "distlock"
+	}
 	switch {
 	case cfg.Key == "":
 		return nil, fmt.Errorf("%w: empty key", distlock.ErrInvalidKey)
 	case !cfg.Token.Valid():
 		return nil, fmt.Errorf("%w: %d", fenced.ErrInvalidToken, int64(cfg.Token))
 	case cfg.TTL < 0:
-		return nil, fmt.Errorf("%w: TTL %v < 0", distlock.ErrInvalidOptions, cfg.TTL)
+		return nil, fmt.Errorf("%w: %s: TTL %v < 0", concurkit.ErrInvalidArgument, cfg.Package, cfg.TTL)
 	case cfg.CleanupTimeout < 0:
-		return nil, fmt.Errorf("%w: CleanupTimeout %v < 0", distlock.ErrInvalidOptions, cfg.CleanupTimeout)
+		return nil, fmt.Errorf("%w: %s: CleanupTimeout %v < 0", concurkit.ErrInvalidArgument, cfg.Package, cfg.CleanupTimeout)
 	}
-	l := &Lease{key: cfg.Key, token: cfg.Token, ttl: cfg.TTL, be: cfg.Backend, op: make(chan struct{}, 1)}
+	l := &Lease{pkg: cfg.Package, hooks: cfg.Hooks, key: cfg.Key, token: cfg.Token, ttl: cfg.TTL, be: cfg.Backend, op: make(chan struct{}, 1)}
 	l.drift, l.margin, l.cleanup = cfg.Drift, cfg.Margin, cfg.CleanupTimeout
 	if l.drift == 0 {
 		l.drift = DefaultDrift(cfg.TTL)
@@ -172,6 +190,14 @@ func New(cfg Config) (*Lease, error) {
 	if start.IsZero() {
 		start = time.Now()
 	}
+	l.startTimed(cfg, start)
+	l.reportLost()
+	return l, nil
+}
+
+// startTimed sets the deadline of a lease with a TTL and starts its timer
+// and auto-extension, or marks it lost if its validity is already over.
+func (l *Lease) startTimed(cfg Config, start time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.timed = true
@@ -182,14 +208,13 @@ func New(cfg Config) (*Lease, error) {
 	// for a lease that is already over.
 	if !time.Now().Before(l.deadline) {
 		l.loseLocked(ErrExpired)
-		return l, nil
+		return
 	}
 	l.timer = time.AfterFunc(time.Until(l.deadline), l.expire)
 	if cfg.AutoExtend {
 		l.done = make(chan struct{})
 		go l.autoExtend(l.done)
 	}
-	return l, nil
 }
 
 // validity returns how long a lease renewed for ttl stays safely valid:
@@ -249,8 +274,10 @@ func (l *Lease) Deadline() (deadline time.Time, ok bool) {
 // returns false.
 func (l *Lease) Valid() bool {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.checkLocked() == nil
+	ok := l.checkLocked() == nil
+	l.mu.Unlock()
+	l.reportLost()
+	return ok
 }
 
 // Err returns nil while the lease is held, the loss cause (matching
@@ -258,11 +285,13 @@ func (l *Lease) Valid() bool {
 // Valid, it checks the deadline against the clock.
 func (l *Lease) Err() error {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.st == held {
 		_ = l.checkLocked()
 	}
-	return l.cause
+	err := l.cause
+	l.mu.Unlock()
+	l.reportLost()
+	return err
 }
 
 // checkLocked returns nil if the lease is held and within its deadline,
@@ -273,7 +302,7 @@ func (l *Lease) checkLocked() error {
 	case lost:
 		return l.cause
 	case released:
-		return fmt.Errorf("%w: already released", distlock.ErrLeaseLost)
+		return fmt.Errorf("%w: %s: already released", distlock.ErrLeaseLost, l.pkg)
 	}
 	if l.timed && !time.Now().Before(l.deadline) {
 		l.loseLocked(ErrExpired)
@@ -292,25 +321,45 @@ func (l *Lease) loseLocked(err error) {
 		return
 	}
 	l.st, l.cause = lost, err
+	if l.hooks != nil {
+		l.lossToReport = err
+	}
 	if l.timer != nil {
 		l.timer.Stop()
 	}
 	l.cancel(err)
 }
 
+// reportLost reports a loss not reported yet to hooks.LeaseLost, on the
+// goroutine that caused it, after it released mu (a callback may call the
+// lease's methods). Every method that can mark the lease lost calls it
+// after unlocking; without hooks it costs one nil check.
+func (l *Lease) reportLost() {
+	if l.hooks == nil {
+		return
+	}
+	l.mu.Lock()
+	err := l.lossToReport
+	l.lossToReport = nil
+	l.mu.Unlock()
+	if err != nil {
+		l.hooks.OnLeaseLost(l.ctx, observe.LeaseEvent{Package: l.pkg, Key: l.key, Token: int64(l.token), Err: err})
+	}
+}
+
 // expire runs from the timer. A timer can fire for a deadline that an
 // Extend has moved meanwhile; it then rearms itself instead.
 func (l *Lease) expire() {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.st != held {
-		return
+	if l.st == held {
+		if d := time.Until(l.deadline); d > 0 {
+			l.timer.Reset(d)
+		} else {
+			l.loseLocked(ErrExpired)
+		}
 	}
-	if d := time.Until(l.deadline); d > 0 {
-		l.timer.Reset(d)
-		return
-	}
-	l.loseLocked(ErrExpired)
+	l.mu.Unlock()
+	l.reportLost()
 }
 
 // Lost marks the lease lost with cause err (wrapped so that it matches
@@ -325,31 +374,45 @@ func (l *Lease) Lost(err error) {
 		err = fmt.Errorf("%w: %w", distlock.ErrLeaseLost, err)
 	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	l.loseLocked(err)
+	l.mu.Unlock()
+	l.reportLost()
 }
 
 // Extend renews the lease for ttl from now (zero ttl means the TTL given
-// at acquisition). It returns distlock.ErrInvalidOptions for a negative
-// ttl or one that leaves no validity after drift and margin (without
-// calling the backend), distlock.ErrLeaseLost if the lease was already
+// at acquisition). It returns an error matching concurkit.ErrInvalidArgument
+// for a negative ttl or one that leaves no validity after drift and margin
+// (without calling the backend), distlock.ErrLeaseLost if the lease was already
 // lost, expired or released, if the backend reports it is no longer ours,
 // or if the deadline passed before the backend answered (the lease is then
 // marked lost); ctx.Err() if ctx ends while it waits for another Extend in
 // flight; other backend errors are returned unchanged and leave the lease
 // held until its current deadline. A lease without time-based validity
 // (TTL zero) only asks the backend; it keeps having no deadline.
+//
+// Every call not rejected as bad input is reported to the hooks
+// (LeaseExtend, with the error), and a loss it causes to LeaseLost.
 func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if ttl < 0 {
-		return fmt.Errorf("%w: TTL %v < 0", distlock.ErrInvalidOptions, ttl)
+		return fmt.Errorf("%w: %s: TTL %v < 0", concurkit.ErrInvalidArgument, l.pkg, ttl)
 	}
 	if ttl == 0 {
 		ttl = l.ttl
 	}
 	validity, ok := l.validity(ttl)
 	if l.ttl > 0 && !ok {
-		return fmt.Errorf("%w: TTL %v leaves no validity after drift and margin", distlock.ErrInvalidOptions, ttl)
+		return fmt.Errorf("%w: %s: TTL %v leaves no validity after drift and margin", concurkit.ErrInvalidArgument, l.pkg, ttl)
 	}
+	err := l.extend(ctx, ttl, validity)
+	if l.hooks != nil {
+		l.hooks.OnLeaseExtend(l.ctx, observe.LeaseEvent{Package: l.pkg, Key: l.key, Token: int64(l.token), Err: err})
+		l.reportLost()
+	}
+	return err
+}
+
+// extend is Extend after the argument checks.
+func (l *Lease) extend(ctx context.Context, ttl, validity time.Duration) error {
 	select {
 	case l.op <- struct{}{}:
 	case <-ctx.Done():
@@ -441,8 +504,8 @@ func (l *Lease) Release(ctx context.Context) error {
 		select {
 		case <-cleaned: // both ready: the outcome is known, report it
 		default:
-			err := fmt.Errorf("lease: release of %q unconfirmed (cleanup continues in the background for up to %v; the server frees the lock at its TTL or session end at the latest): %w",
-				l.key, l.cleanup, ctx.Err())
+			err := &unconfirmed{msg: fmt.Sprintf("%s: release of %q unconfirmed (cleanup continues in the background for up to %v; the server frees the lock at its TTL or session end at the latest)",
+				l.pkg, l.key, l.cleanup), err: ctx.Err()}
 			if lostErr != nil {
 				return errors.Join(lostErr, err)
 			}
@@ -466,7 +529,7 @@ func (l *Lease) runCleanup(ctx context.Context, cancel context.CancelFunc) {
 		select {
 		case <-l.done: // the auto-extend goroutine saw the cancelled context
 		case <-ctx.Done():
-			berr = fmt.Errorf("lease: waiting for auto-extend to stop: %w", ctx.Err())
+			berr = fmt.Errorf("waiting for auto-extend to stop: %w", ctx.Err())
 		}
 	}
 	if berr == nil {
@@ -477,26 +540,32 @@ func (l *Lease) runCleanup(ctx context.Context, cancel context.CancelFunc) {
 			}
 			<-l.op
 		case <-ctx.Done():
-			berr = fmt.Errorf("lease: waiting for an Extend in flight: %w", ctx.Err())
+			berr = fmt.Errorf("waiting for an Extend in flight: %w", ctx.Err())
 		}
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	// A cleanup that failed other than by finding the lock gone leaves the
+	// release unconfirmed: the lock may still be there until its TTL.
 	switch lostErr := l.lostErr; {
 	case lostErr != nil && berr != nil && !errors.Is(berr, distlock.ErrLeaseLost):
-		l.outcome = errors.Join(lostErr, berr)
+		l.outcome = errors.Join(lostErr, l.unconfirmed(berr))
 	case lostErr != nil:
 		l.outcome = lostErr
 	case berr != nil && errors.Is(berr, distlock.ErrLeaseLost):
 		l.outcome = berr
 	case berr != nil:
-		l.outcome = fmt.Errorf("lease: release %q: %w", l.key, berr)
+		l.outcome = l.unconfirmed(berr)
 	}
 	close(l.cleaned)
 }
 
 // autoExtend renews the lease every TTL/3; after a failed attempt it
 // retries sooner (every TTL/12) until the deadline cancels the context.
+// Each attempt is given up after TTL/3: against a server that does not
+// answer (frozen, partitioned) the failure is reported to the hooks and
+// retried while the lease is still valid, instead of one attempt hanging
+// until the lease expires.
 func (l *Lease) autoExtend(done chan<- struct{}) {
 	defer close(done)
 	interval := max(l.ttl/3, time.Millisecond)
@@ -508,7 +577,9 @@ func (l *Lease) autoExtend(done chan<- struct{}) {
 			return
 		case <-t.C:
 		}
-		err := l.Extend(l.ctx, l.ttl)
+		ctx, cancel := context.WithTimeout(l.ctx, interval)
+		err := l.Extend(ctx, l.ttl)
+		cancel()
 		switch {
 		case err == nil:
 			t.Reset(interval)
@@ -519,3 +590,26 @@ func (l *Lease) autoExtend(done chan<- struct{}) {
 		}
 	}
 }
+
+// unconfirmed wraps the error of a failed cleanup.
+func (l *Lease) unconfirmed(err error) error {
+	if errors.Is(err, concurkit.ErrOutcomeUnknown) {
+		return err // says so already (e.g. redlock.ErrNoQuorum)
+	}
+	return &unconfirmed{msg: fmt.Sprintf("%s: release of %q unconfirmed", l.pkg, l.key), err: err}
+}
+
+// unconfirmed is the error of a release whose outcome is unknown: the
+// caller stopped waiting (err is its context's error) or the cleanup
+// failed (err is why). It matches concurkit.ErrOutcomeUnknown and err.
+type unconfirmed struct {
+	msg string
+	err error
+}
+
+func (e *unconfirmed) Error() string        { return e.msg + ": " + e.err.Error() }
+func (e *unconfirmed) Unwrap() error        { return e.err }
+func (e *unconfirmed) Is(target error) bool { return target == concurkit.ErrOutcomeUnknown }
+
+// ErrorType names the error for observe.ErrorType.
+func (e *unconfirmed) ErrorType() string { return "outcome_unknown" }

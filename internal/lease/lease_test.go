@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/concurkit/concurkit"
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/fenced"
 	"github.com/concurkit/concurkit/internal/lease"
@@ -54,7 +55,7 @@ func TestNewRejectsBadInput(t *testing.T) {
 		{"empty key", lease.Config{Token: 1, TTL: time.Second}, distlock.ErrInvalidKey},
 		{"zero token", lease.Config{Key: "k", TTL: time.Second}, fenced.ErrInvalidToken},
 		{"negative token", lease.Config{Key: "k", Token: -3, TTL: time.Second}, fenced.ErrInvalidToken},
-		{"negative ttl", lease.Config{Key: "k", Token: 1, TTL: -time.Second}, distlock.ErrInvalidOptions},
+		{"negative ttl", lease.Config{Key: "k", Token: 1, TTL: -time.Second}, concurkit.ErrInvalidArgument},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -140,7 +141,7 @@ func TestExtendMovesDeadline(t *testing.T) {
 		if got := r.extends.Load(); got != 1 {
 			t.Fatalf("backend extends = %d", got)
 		}
-		if err := l.Extend(t.Context(), -time.Second); !errors.Is(err, distlock.ErrInvalidOptions) {
+		if err := l.Extend(t.Context(), -time.Second); !errors.Is(err, concurkit.ErrInvalidArgument) {
 			t.Fatalf("negative ttl: %v", err)
 		}
 		_ = l.Release(t.Context())

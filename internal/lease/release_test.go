@@ -8,8 +8,10 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/concurkit/concurkit"
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/internal/lease"
+	"github.com/concurkit/concurkit/observe"
 )
 
 // frozenRelease is a Backend.Release against a frozen server: it answers
@@ -44,8 +46,11 @@ func TestReleaseBoundedByCallerDeadline(t *testing.T) {
 		if took := time.Since(start); took != 2*time.Second {
 			t.Errorf("Release returned after %v, want the caller's 2s", took)
 		}
-		if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "unconfirmed") {
-			t.Fatalf("Release = %v, want an unconfirmed release matching context.DeadlineExceeded", err)
+		if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "unconfirmed") || !errors.Is(err, concurkit.ErrOutcomeUnknown) {
+			t.Fatalf("Release = %v, want an unconfirmed release matching context.DeadlineExceeded and concurkit.ErrOutcomeUnknown", err)
+		}
+		if got := observe.ErrorType(err); got != "outcome_unknown" {
+			t.Errorf("ErrorType = %q, want outcome_unknown", got)
 		}
 		if l.Valid() || !errors.Is(context.Cause(l.Context()), distlock.ErrReleased) {
 			t.Fatalf("after Release: Valid %v, cause %v", l.Valid(), context.Cause(l.Context()))
@@ -59,8 +64,8 @@ func TestReleaseBoundedByCallerDeadline(t *testing.T) {
 		if took := time.Since(start); took != 3*time.Second {
 			t.Errorf("second Release returned after %v, want the cleanup timeout 3s", took)
 		}
-		if !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("second Release = %v, want the cleanup's outcome (its timeout)", err)
+		if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, concurkit.ErrOutcomeUnknown) {
+			t.Fatalf("second Release = %v, want the cleanup's outcome (its timeout, outcome unknown)", err)
 		}
 		if err := l.Release(context.Background()); err != nil {
 			t.Fatalf("third Release = %v, want nil (outcome already reported)", err)
@@ -91,8 +96,8 @@ func TestReleaseCancelledContextStillCleansUp(t *testing.T) {
 		}
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
-		if err := l.Release(ctx); !errors.Is(err, context.Canceled) {
-			t.Fatalf("Release(cancelled) = %v, want unconfirmed matching context.Canceled", err)
+		if err := l.Release(ctx); !errors.Is(err, context.Canceled) || !errors.Is(err, concurkit.ErrOutcomeUnknown) {
+			t.Fatalf("Release(cancelled) = %v, want unconfirmed matching context.Canceled and concurkit.ErrOutcomeUnknown", err)
 		}
 		close(gate)
 		if err := l.Release(context.Background()); err != nil {
@@ -122,7 +127,7 @@ func TestReleaseDefaultCleanupTimeout(t *testing.T) {
 			t.Fatalf("cleanup of a frozen server took %v, want %v", took, distlock.DefaultCleanupTimeout)
 		}
 	})
-	if _, err := lease.New(lease.Config{Key: "k", Token: 1, CleanupTimeout: -1}); !errors.Is(err, distlock.ErrInvalidOptions) {
+	if _, err := lease.New(lease.Config{Key: "k", Token: 1, CleanupTimeout: -1}); !errors.Is(err, concurkit.ErrInvalidArgument) {
 		t.Fatalf("negative CleanupTimeout: %v", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/concurkit/concurkit"
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/internal/lease"
 )
@@ -47,7 +48,7 @@ func TestStartsLostWhenValidityOver(t *testing.T) {
 			if l.Valid() {
 				t.Fatal("Valid() = true")
 			}
-			if err := l.Extend(t.Context(), 0); !errors.Is(err, distlock.ErrLeaseLost) && !errors.Is(err, distlock.ErrInvalidOptions) {
+			if err := l.Extend(t.Context(), 0); !errors.Is(err, distlock.ErrLeaseLost) && !errors.Is(err, concurkit.ErrInvalidArgument) {
 				t.Fatalf("Extend = %v", err)
 			}
 			if err := l.Release(t.Context()); !errors.Is(err, lease.ErrExpired) {
@@ -77,8 +78,8 @@ func TestTTLEdges(t *testing.T) {
 		{"extend to max", lease.Config{TTL: time.Second}, math.MaxInt64, nil, true, 100 * 365 * 24 * time.Hour},
 		{"extend to max, large drift", lease.Config{TTL: time.Second, Drift: 900 * time.Millisecond, Margin: -1}, math.MaxInt64, nil, true, 10 * 365 * 24 * time.Hour},
 		{"extend max TTL by max", lease.Config{TTL: math.MaxInt64}, math.MaxInt64, nil, true, 100 * 365 * 24 * time.Hour},
-		{"extend 1ns", lease.Config{TTL: time.Second}, 1, distlock.ErrInvalidOptions, true, 500 * time.Millisecond},
-		{"extend negative", lease.Config{TTL: time.Second}, math.MinInt64, distlock.ErrInvalidOptions, true, 500 * time.Millisecond},
+		{"extend 1ns", lease.Config{TTL: time.Second}, 1, concurkit.ErrInvalidArgument, true, 500 * time.Millisecond},
+		{"extend negative", lease.Config{TTL: time.Second}, math.MinInt64, concurkit.ErrInvalidArgument, true, 500 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var r recorder
@@ -143,7 +144,7 @@ func TestExtendKeepsConfiguredAllowances(t *testing.T) {
 				at := time.Now()
 				err = l.Extend(t.Context(), tc.ttl)
 				if tc.want == 0 {
-					if !errors.Is(err, distlock.ErrInvalidOptions) || r.extends.Load() != 0 {
+					if !errors.Is(err, concurkit.ErrInvalidArgument) || r.extends.Load() != 0 {
 						t.Fatalf("Extend(%v) = %v after %d backend calls, want ErrInvalidOptions before any", tc.ttl, err, r.extends.Load())
 					}
 					return

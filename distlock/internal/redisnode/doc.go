@@ -1,5 +1,5 @@
 // Package redisnode is the lock protocol on one Redis node, shared by the
-// single-server backend (distlock/redis) and the Redlock backend
+// single-server backend (distlock/redislock) and the Redlock backend
 // (distlock/redlock), so the Lua scripts, the lock value encoding and the
 // fencing-token rule are written once:
 //

@@ -13,6 +13,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/concurkit/concurkit"
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/fenced"
 )
@@ -239,11 +240,12 @@ func stopsInTime(ctx, reqCtx context.Context) bool {
 // returned, and *tok keeps the token for the next attempt (reused while
 // the lock is merely busy: no round trip to the source per poll).
 //
-// pkg prefixes the errors of minting ("redis", "redlock"). When minting
-// fails Attempt returns errors.Join(distlock.ErrNotAcquired, ctx.Err()) if
-// ctx has ended and the wrapped error of source otherwise; an invalid
-// token from source (≤ 0, e.g. a counter that overflowed) is
-// fenced.ErrInvalidToken.
+// pkg prefixes the errors of minting ("redislock", "redlock"). When
+// minting fails Attempt returns errors.Join(distlock.ErrNotAcquired,
+// ctx.Err()) if ctx has ended, an error matching distlock.ErrTokenExhausted
+// (and the source's fenced.ErrTokenOverflow) when the source is used up,
+// and the wrapped error of source otherwise; an invalid token from source
+// (≤ 0, e.g. a counter that wrapped around) is fenced.ErrInvalidToken.
 func Attempt[L any](ctx context.Context, source fenced.Source, pkg, key string, tok *fenced.Token,
 	try func(tok fenced.Token, value string) (l L, stale bool, err error)) (L, error) {
 	var zero L
@@ -254,6 +256,9 @@ func Attempt[L any](ctx context.Context, source fenced.Source, pkg, key string, 
 			if merr != nil {
 				if cerr := ctx.Err(); cerr != nil {
 					return zero, errors.Join(distlock.ErrNotAcquired, cerr)
+				}
+				if errors.Is(merr, fenced.ErrTokenOverflow) {
+					return zero, fmt.Errorf("%w: %s: mint token for %q: %w", distlock.ErrTokenExhausted, pkg, key, merr)
 				}
 				return zero, fmt.Errorf("%s: mint token for %q: %w", pkg, key, merr)
 			}
@@ -290,13 +295,13 @@ type Duration struct {
 	Default time.Duration
 }
 
-// ResolveDurations returns an error matching distlock.ErrInvalidOptions
-// ("pkg: Name v < 0") for the first negative field and otherwise sets each
-// zero field to its Default (a zero Default leaves it zero).
+// ResolveDurations returns an error matching concurkit.ErrInvalidArgument
+// ("pkg: Config.Name v < 0") for the first negative field and otherwise
+// sets each zero field to its Default (a zero Default leaves it zero).
 func ResolveDurations(pkg string, ds ...Duration) error {
 	for _, d := range ds {
 		if *d.Field < 0 {
-			return fmt.Errorf("%w: %s: %s %v < 0", distlock.ErrInvalidOptions, pkg, d.Name, *d.Field)
+			return fmt.Errorf("%w: %s: Config.%s %v < 0", concurkit.ErrInvalidArgument, pkg, d.Name, *d.Field)
 		}
 	}
 	for _, d := range ds {

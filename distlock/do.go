@@ -1,0 +1,100 @@
+package distlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/concurkit/concurkit"
+	"github.com/concurkit/concurkit/internal/handle"
+)
+
+// Do holds the lock on key while fn runs: it acquires it with
+// locker.Acquire(ctx, key, opts) (blocking), runs fn, and always releases
+// the lease, also when fn panics (the panic goes on after the release).
+//
+// fn gets a context that ends when ctx ends or when the lease ends,
+// whichever comes first; context.Cause tells which: ctx's cause, or the
+// lease's (an error matching ErrLeaseLost when the lease was lost or
+// expired). Pass it to everything fn does, and write with the lease's
+// token through package fenced: the context stops work early, only the
+// token protects storage from a holder that was paused past its lease. To
+// give the lock up before fn returns, call lease.Release with a context
+// other than fn's: fn's context ends as soon as the lease does, which is
+// the first thing Release does.
+//
+// Do returns the error of Acquire if it could not acquire (fn did not
+// run). Otherwise it returns fn's error, joined with the lease's loss
+// cause (matching ErrLeaseLost) if the lease was lost or expired before fn
+// returned — even if fn returned nil: its work may not have been
+// exclusive — and with the error of Release, if any (an unconfirmed
+// release matches concurkit.ErrOutcomeUnknown). Release gets ctx: it
+// cleans up even when ctx was cancelled, but returns by ctx's deadline
+// (see Lease.Release).
+//
+// A nil locker or fn is bad input: an error matching
+// concurkit.ErrInvalidArgument, before any I/O.
+func Do(ctx context.Context, locker Locker, key string, opts *Options, fn func(ctx context.Context, lease Lease) error) error {
+	if fn == nil {
+		return fmt.Errorf("%w: distlock: nil fn", concurkit.ErrInvalidArgument)
+	}
+	_, err := DoValue(ctx, locker, key, opts, func(ctx context.Context, lease Lease) (struct{}, error) {
+		return struct{}{}, fn(ctx, lease)
+	})
+	return err
+}
+
+// DoValue is Do for a fn that returns a value. It returns fn's value
+// whenever fn ran, even together with an error (the loss of the lease, a
+// failed release: the work was done, but may not have been exclusive, or
+// the lock may still be held until its TTL), and the zero value when the
+// lock could not be acquired.
+func DoValue[T any](ctx context.Context, locker Locker, key string, opts *Options, fn func(ctx context.Context, lease Lease) (T, error)) (v T, err error) {
+	switch {
+	case handle.IsNil(locker):
+		return v, fmt.Errorf("%w: distlock: nil locker", concurkit.ErrInvalidArgument)
+	case fn == nil:
+		return v, fmt.Errorf("%w: distlock: nil fn", concurkit.ErrInvalidArgument)
+	}
+	lease, err := locker.Acquire(ctx, key, opts)
+	if err != nil {
+		return v, err
+	}
+	if lease == nil {
+		return v, fmt.Errorf("distlock: %T.Acquire returned neither a lease nor an error", locker)
+	}
+	lctx := lease.Context()
+	fctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(lctx, func() { cancel(context.Cause(lctx)) })
+
+	// finish runs after fn returned or panicked: the lease is always
+	// released. ferr is fn's error.
+	finish := func(ferr error) error {
+		stop()
+		cancel(nil)
+		// Valid reads the clock: a lease whose deadline passed while fn
+		// ran counts as lost even if its expiry timer has not fired yet.
+		var lost error
+		if !lease.Valid() {
+			if c := context.Cause(lctx); c != nil && !errors.Is(c, ErrReleased) {
+				lost = c
+			}
+		}
+		rerr := lease.Release(ctx)
+		if lost != nil && (errors.Is(ferr, lost) || errors.Is(rerr, lost)) {
+			lost = nil // reported already (fn returned context.Cause, or Release did)
+		}
+		return errors.Join(ferr, lost, rerr)
+	}
+	// Without recover: a panic (or runtime.Goexit) in fn unwinds with its
+	// own stack after the release.
+	returned := false
+	defer func() {
+		if !returned {
+			_ = finish(nil)
+		}
+	}()
+	v, err = fn(fctx, lease)
+	returned = true
+	return v, finish(err)
+}

@@ -1,0 +1,617 @@
+package etcdlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/concurkit/concurkit"
+	"github.com/concurkit/concurkit/distlock"
+	"github.com/concurkit/concurkit/fenced"
+	"github.com/concurkit/concurkit/internal/handle"
+	"github.com/concurkit/concurkit/internal/lease"
+	"github.com/concurkit/concurkit/observe"
+	"github.com/concurkit/concurkit/retry"
+)
+
+// pkg names the package in errors and observe events.
+const pkg = "etcdlock"
+
+// DefaultPrefix is the key prefix of lock keys when Config.Prefix is empty.
+const DefaultPrefix = "/concurkit/locks/"
+
+// DefaultRequestTimeout bounds each etcd request when Config.RequestTimeout
+// is zero (etcdctl's --command-timeout default).
+const DefaultRequestTimeout = 5 * time.Second
+
+// MaxTTL is the longest TTL the Locker accepts: etcd's lease TTL limit
+// (9,000,000,000 seconds). A longer distlock.Options.TTL is bad input (an
+// error matching concurkit.ErrInvalidArgument): etcd would refuse it, and
+// a TTL that does not fit etcd's whole seconds must never be turned into a
+// shorter one.
+const MaxTTL = 9_000_000_000 * time.Second
+
+// MaxKeyLen is the longest key in bytes. etcd limits a whole request (1.5
+// MiB by default, --max-request-bytes); the bound keeps every lock request
+// far below it after escaping (at most 3 bytes per key byte).
+const MaxKeyLen = 1024
+
+// Config configures a Locker. A nil *Config or a zero field means the
+// documented default; a negative duration is bad input (an error matching
+// concurkit.ErrInvalidArgument). New copies it.
+type Config struct {
+	// Prefix is prepended to every lock key: the keys of the contenders
+	// for key k are <Prefix><url.PathEscape(k)>/<lease id in hex>.
+	// Default DefaultPrefix ("/concurkit/locks/").
+	Prefix string
+	// RequestTimeout bounds every etcd request the Locker sends, on top of
+	// the caller's context: an etcd client whose member is frozen (paused,
+	// hung disk) accepts a request and never answers it, and clientv3 has
+	// no per-request timeout of its own. It also bounds the cleanup of
+	// Release and of an abandoned acquisition when the context given has
+	// no deadline. Lease renewals are bounded by a third of the lease's
+	// TTL as well, so one renewal stuck on a frozen member leaves time to
+	// retry on another. Default DefaultRequestTimeout (5 s).
+	RequestTimeout time.Duration
+	// CleanupTimeout bounds Release's cleanup (the revocation of the etcd
+	// lease), which ignores the cancellation of the caller's context;
+	// each revocation request is bounded by RequestTimeout as well.
+	// Default distlock.DefaultCleanupTimeout (5 s).
+	CleanupTimeout time.Duration
+}
+
+// Client is the part of *clientv3.Client the Locker uses.
+type Client interface {
+	clientv3.KV
+	clientv3.Lease
+	clientv3.Watcher
+}
+
+var _ Client = (*clientv3.Client)(nil)
+
+// Locker hands out leases backed by etcd leases. It is safe for concurrent
+// use and holds no resources of its own besides short-lived cleanup
+// goroutines (each bounded by the request timeout): closing the client is
+// the caller's business.
+type Locker struct {
+	c       Client
+	prefix  string
+	timeout time.Duration
+	cleanup time.Duration
+
+	mu       sync.Mutex
+	cleanups map[string]*cleanup // pending revocations by key prefix
+}
+
+// cleanup counts the background revocations of abandoned acquisitions of
+// one key; done is closed when the last one finished.
+type cleanup struct {
+	n    int
+	done chan struct{}
+}
+
+var _ distlock.Locker = (*Locker)(nil)
+
+// New returns a Locker using client (a *clientv3.Client). The client's own
+// options need no tuning: the Locker bounds every request itself (see
+// Config.RequestTimeout). It does no I/O. It returns an error matching
+// concurkit.ErrInvalidArgument if client is nil (also a typed nil such as
+// a nil *clientv3.Client) or a Config duration is negative.
+func New(client Client, cfg *Config) (*Locker, error) {
+	if handle.IsNil(client) {
+		return nil, fmt.Errorf("%w: etcdlock: nil client", concurkit.ErrInvalidArgument)
+	}
+	var c Config
+	if cfg != nil {
+		c = *cfg
+	}
+	if c.Prefix == "" {
+		c.Prefix = DefaultPrefix
+	}
+	switch {
+	case c.RequestTimeout < 0:
+		return nil, fmt.Errorf("%w: etcdlock: Config.RequestTimeout %v < 0", concurkit.ErrInvalidArgument, c.RequestTimeout)
+	case c.CleanupTimeout < 0:
+		return nil, fmt.Errorf("%w: etcdlock: Config.CleanupTimeout %v < 0", concurkit.ErrInvalidArgument, c.CleanupTimeout)
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = DefaultRequestTimeout
+	}
+	return &Locker{c: client, prefix: c.Prefix, timeout: c.RequestTimeout, cleanup: c.CleanupTimeout, cleanups: make(map[string]*cleanup)}, nil
+}
+
+// check rejects a nil Locker or one not made by New, before any I/O.
+func (l *Locker) check() error {
+	if l == nil || l.c == nil {
+		return fmt.Errorf("%w: etcdlock: nil or zero Locker (use New)", concurkit.ErrInvalidArgument)
+	}
+	return nil
+}
+
+// Acquire blocks until the lock on key is held or ctx ends (then it returns
+// errors.Join(distlock.ErrNotAcquired, ctx.Err())). opts.TTL (default
+// distlock.DefaultTTL, at most MaxTTL) becomes the etcd lease TTL rounded
+// up to whole seconds. Requests that time out or find no leader (a frozen
+// or failing member) are retried, with backoff, until ctx ends. It returns
+// distlock.ErrInvalidKey for a key that is empty, not valid UTF-8 or longer
+// than MaxKeyLen, an error matching concurkit.ErrInvalidArgument for a
+// negative TTL or one above MaxTTL (and for a nil Locker), an error
+// matching distlock.ErrLeaseLost if the contender's own lease was lost
+// while it waited, and other etcd errors. All of the validation happens
+// before any request.
+//
+// An Acquire that had to wait for a predecessor, or to retry a request,
+// reports its wait to the hooks of ctx (observe.Hooks.LockWait, Attempts
+// counting its attempts), and the lease reports its extensions and its
+// loss to them (see distlock.Locker).
+func (l *Locker) Acquire(ctx context.Context, key string, opts *distlock.Options) (distlock.Lease, error) {
+	return l.acquire(ctx, key, opts, false)
+}
+
+// TryAcquire is Acquire without waiting: one attempt, each request bounded
+// by the request timeout. If another holder has the lock it revokes its own
+// lease and returns distlock.ErrNotAcquired; an unanswered request returns
+// its error (matching context.DeadlineExceeded).
+func (l *Locker) TryAcquire(ctx context.Context, key string, opts *distlock.Options) (distlock.Lease, error) {
+	return l.acquire(ctx, key, opts, true)
+}
+
+// validKey checks the rules of this backend: valid UTF-8 (what Lease.Key
+// returns is the key the caller gave, byte for byte, and every backend
+// agrees on what a key is) and at most MaxKeyLen bytes. Every other byte
+// is escaped, so distinct keys never share a lock.
+func validKey(key string) error {
+	switch {
+	case !utf8.ValidString(key):
+		return fmt.Errorf("%w: etcdlock: key %q is not valid UTF-8", distlock.ErrInvalidKey, key)
+	case len(key) > MaxKeyLen:
+		return fmt.Errorf("%w: etcdlock: key of %d bytes exceeds MaxKeyLen (%d)", distlock.ErrInvalidKey, len(key), MaxKeyLen)
+	}
+	return nil
+}
+
+// ttlSeconds rounds a TTL up to whole seconds (at least 1) without
+// overflowing; callers reject TTLs above MaxTTL first.
+func ttlSeconds(ttl time.Duration) int64 {
+	secs := int64(ttl / time.Second)
+	if ttl%time.Second != 0 {
+		secs++
+	}
+	return max(1, secs)
+}
+
+// rpc bounds one request: the caller's context and the request timeout.
+func (l *Locker) rpc(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, l.timeout)
+}
+
+// renewal bounds one lease renewal: rpc, and a third of the validity, so a
+// renewal stuck on a frozen member leaves time to retry on another.
+func (l *Locker) renewal(ctx context.Context, validity time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, min(l.timeout, max(validity/3, 300*time.Millisecond)))
+}
+
+// transient reports errors after which the same request may succeed on
+// another member or a little later: no answer within the request timeout,
+// no leader, a leader change, an unreachable member.
+func transient(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var ee rpctypes.EtcdError
+	if errors.As(err, &ee) {
+		return ee.Code() == codes.Unavailable || ee.Code() == codes.DeadlineExceeded
+	}
+	if s, ok := status.FromError(err); ok {
+		return s.Code() == codes.Unavailable || s.Code() == codes.DeadlineExceeded
+	}
+	return false
+}
+
+func (l *Locker) acquire(ctx context.Context, key string, opts *distlock.Options, try bool) (_ distlock.Lease, err error) {
+	if err := l.check(); err != nil {
+		return nil, err
+	}
+	o, err := lease.Resolve(pkg, key, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := validKey(key); err != nil {
+		return nil, err
+	}
+	if o.TTL > MaxTTL {
+		return nil, fmt.Errorf("%w: etcdlock: TTL %v exceeds MaxTTL (%v)", concurkit.ErrInvalidArgument, o.TTL, MaxTTL)
+	}
+	pfx := l.prefix + url.PathEscape(key) + "/"
+	start := time.Now()
+	// waited: the acquisition found a predecessor, or retried a request;
+	// then its outcome is reported to the hooks as a lock wait.
+	n, waited := 0, false
+	defer func() {
+		if waited {
+			lease.ReportWait(ctx, pkg, key, start, n, err)
+		}
+	}()
+	// An abandoned attempt of ours on this key may still be revoking its
+	// lease in the background: do not queue behind our own leftover.
+	if err := l.waitCleanups(ctx, pfx, &waited); err != nil {
+		return nil, errors.Join(distlock.ErrNotAcquired, err)
+	}
+	for n = 1; ; n++ {
+		ls, err := l.attempt(ctx, key, pfx, o, try, &waited)
+		switch {
+		case err == nil:
+			return ls, nil
+		case ctx.Err() != nil:
+			return nil, errors.Join(distlock.ErrNotAcquired, ctx.Err())
+		case try || !transient(err):
+			return nil, err
+		}
+		waited = true
+		t := time.NewTimer(retry.Policy{BaseDelay: 50 * time.Millisecond, MaxDelay: time.Second}.Backoff(n))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, errors.Join(distlock.ErrNotAcquired, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// attempt is one acquisition: a fresh etcd lease and key, then the wait
+// (which sets *waited).
+func (l *Locker) attempt(ctx context.Context, key, pfx string, o distlock.Options, try bool, waited *bool) (_ distlock.Lease, err error) {
+	secs := ttlSeconds(o.TTL)
+	start := time.Now()
+	rctx, cancel := l.rpc(ctx)
+	g, err := l.c.Grant(rctx, secs)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("etcdlock: grant lease: %w", err)
+	}
+	id := g.ID
+	defer func() {
+		if err != nil { // the put may or may not have been applied: revoking covers both
+			l.revokeAbandoned(ctx, pfx, id)
+		}
+	}()
+	if g.TTL <= 0 || g.TTL > int64(MaxTTL/time.Second) {
+		return nil, fmt.Errorf("etcdlock: grant lease: server granted TTL %d s for %d s", g.TTL, secs)
+	}
+	// The server may raise a TTL (to its minimum) but the lease's local
+	// validity never exceeds what the server granted.
+	granted := time.Duration(g.TTL) * time.Second
+	validity := min(o.TTL, granted)
+	myKey := pfx + strconv.FormatInt(int64(id), 16)
+	rctx, cancel = l.rpc(ctx)
+	resp, err := l.c.Txn(rctx).Then(
+		clientv3.OpPut(myKey, "", clientv3.WithLease(id)),
+		clientv3.OpGet(pfx, append(clientv3.WithFirstCreate(), clientv3.WithPrefix())...),
+	).Commit()
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("etcdlock: put lock key: %w", err)
+	}
+	myRev := resp.Header.Revision
+	if myRev <= 1 { // revision 1 is the empty store: a put makes it at least 2
+		return nil, fmt.Errorf("etcdlock: put lock key: implausible revision %d", myRev)
+	}
+	owner := resp.Responses[1].GetResponseRange().Kvs
+	if len(owner) == 1 && owner[0].CreateRevision == myRev {
+		// No wait: our put is the first key, created at the txn's revision.
+		return l.newLease(observe.FromContext(ctx), key, myKey, id, fenced.Token(myRev), validity, granted, o.AutoExtend, start)
+	}
+	if try {
+		return nil, distlock.ErrNotAcquired
+	}
+	*waited = true
+	// renewed is the local time just before the server last granted or
+	// renewed our lease: the validity of the lease counts from there.
+	renewed := start
+	token, err := l.waitTurn(ctx, pfx, myKey, myRev, id, validity, &renewed)
+	if err != nil {
+		return nil, err
+	}
+	if time.Since(renewed) > validity/2 { // e.g. a stalled process: renew before handing out the lease
+		at := time.Now()
+		rctx, cancel := l.renewal(ctx, validity)
+		_, err := l.c.KeepAliveOnce(rctx, id)
+		cancel()
+		if err != nil {
+			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+				return nil, lostWhileWaiting(id, start)
+			}
+			return nil, fmt.Errorf("etcdlock: renew lease: %w", err)
+		}
+		renewed = at
+	}
+	return l.newLease(observe.FromContext(ctx), key, myKey, id, token, validity, granted, o.AutoExtend, renewed)
+}
+
+// revokeAbandoned revokes the lease of a failed or abandoned attempt in
+// the background, bounded by the request timeout and detached from the
+// caller's cancellation, and waits for it while ctx lasts: a cancelled
+// Acquire returns at once even if etcd does not answer, and the Locker's
+// next attempt on the key waits for the revocation instead (waitCleanups).
+// If it never succeeds, the key goes with the lease after its TTL.
+func (l *Locker) revokeAbandoned(ctx context.Context, pfx string, id clientv3.LeaseID) {
+	l.mu.Lock()
+	c := l.cleanups[pfx]
+	if c == nil {
+		c = &cleanup{done: make(chan struct{})}
+		l.cleanups[pfx] = c
+	}
+	c.n++
+	l.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout)
+		_, _ = l.c.Revoke(rctx, id)
+		cancel()
+		l.mu.Lock()
+		if c.n--; c.n == 0 {
+			close(c.done)
+			delete(l.cleanups, pfx)
+		}
+		l.mu.Unlock()
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
+// waitCleanups waits until no abandoned attempt of this Locker on the key
+// with prefix pfx is still being revoked, or ctx ends; if it has to wait,
+// it sets *waited.
+func (l *Locker) waitCleanups(ctx context.Context, pfx string, waited *bool) error {
+	l.mu.Lock()
+	c := l.cleanups[pfx]
+	l.mu.Unlock()
+	if c == nil {
+		return nil
+	}
+	*waited = true
+	select {
+	case <-c.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// waitTurn waits until no key under pfx was created before ours (myRev),
+// watching one predecessor at a time and renewing lease id meanwhile. Each
+// check also re-reads our own key in the same transaction (etcd#11456: a
+// wait can end because our key was deleted when our lease expired; only a
+// key that still exists with our lease holds the lock) and returns its
+// CreateRevision, the token (the header revision is not, after a wait).
+//
+// The predecessors are re-read after every renewal too: a watch whose
+// member is frozen never reports anything, while a read, bounded by the
+// request timeout, can reach another member. A read or renewal that fails
+// transiently is retried at the next renewal; if renewals keep failing,
+// the lease expires and the next successful read reports it lost.
+func (l *Locker) waitTurn(ctx context.Context, pfx, myKey string, myRev int64, id clientv3.LeaseID, validity time.Duration, renewed *time.Time) (fenced.Token, error) {
+	granted := *renewed
+	renew := time.NewTicker(max(validity/3, 300*time.Millisecond))
+	defer renew.Stop()
+	preds := append(clientv3.WithLastCreate(), clientv3.WithPrefix(), clientv3.WithMaxCreateRev(myRev-1))
+	for {
+		rctx, cancel := l.rpc(ctx)
+		resp, err := l.c.Txn(rctx).Then(clientv3.OpGet(pfx, preds...), clientv3.OpGet(myKey)).Commit()
+		cancel()
+		var pred *mvccpb.KeyValue
+		switch {
+		case ctx.Err() != nil:
+			return 0, ctx.Err()
+		case err != nil && !transient(err):
+			return 0, fmt.Errorf("etcdlock: read predecessors: %w", err)
+		case err == nil:
+			mine := resp.Responses[1].GetResponseRange().Kvs
+			if len(mine) != 1 || clientv3.LeaseID(mine[0].Lease) != id {
+				return 0, fmt.Errorf("%w: etcdlock: lock key %s deleted while waiting", distlock.ErrLeaseLost, myKey)
+			}
+			before := resp.Responses[0].GetResponseRange().Kvs
+			if len(before) == 0 {
+				return fenced.Token(mine[0].CreateRevision), nil
+			}
+			pred = before[0]
+		}
+		if err := l.waitDelete(ctx, pred, id, validity, renew.C, granted, renewed); err != nil {
+			return 0, err
+		}
+	}
+}
+
+func lostWhileWaiting(id clientv3.LeaseID, granted time.Time) error {
+	return fmt.Errorf("%w: etcdlock: lease %x (granted %v ago) expired while waiting", distlock.ErrLeaseLost, int64(id), time.Since(granted).Round(time.Millisecond))
+}
+
+// waitDelete waits until pred is deleted or the next renewal of lease id
+// is due (after which the caller reads again); with pred nil (the last
+// read failed) it only waits for the renewal. The watch starts at the
+// current revision, so that etcd serves it from its synced watcher group (a
+// watch from an older revision is caught up by a loop that runs every 100
+// ms); once the watch is live, the key is read again to catch a deletion
+// that happened before.
+func (l *Locker) waitDelete(ctx context.Context, pred *mvccpb.KeyValue, id clientv3.LeaseID, validity time.Duration, renew <-chan time.Time, granted time.Time, renewed *time.Time) error {
+	var wch clientv3.WatchChan
+	if pred != nil {
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		wch = l.c.Watch(clientv3.WithRequireLeader(wctx), string(pred.Key), clientv3.WithCreatedNotify(), clientv3.WithFilterPut())
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-renew:
+			at := time.Now()
+			rctx, cancel := l.renewal(ctx, validity)
+			_, err := l.c.KeepAliveOnce(rctx, id)
+			cancel()
+			switch {
+			case err == nil:
+				*renewed = at
+			case errors.Is(err, rpctypes.ErrLeaseNotFound):
+				return lostWhileWaiting(id, granted)
+			case ctx.Err() != nil:
+				return ctx.Err()
+			case !transient(err):
+				return fmt.Errorf("etcdlock: renew lease while waiting: %w", err)
+			}
+			return nil // read again, possibly through another member
+		case wr, ok := <-wch:
+			if !ok || wr.Err() != nil {
+				return nil // watch ended (no leader, compaction): re-read and watch again
+			}
+			if wr.Created {
+				rctx, cancel := l.rpc(ctx)
+				g, err := l.c.Get(rctx, string(pred.Key))
+				cancel()
+				switch {
+				case err != nil && (ctx.Err() != nil || !transient(err)):
+					return fmt.Errorf("etcdlock: read predecessor: %w", err)
+				case err == nil && (len(g.Kvs) == 0 || g.Kvs[0].CreateRevision != pred.CreateRevision):
+					return nil
+				}
+			}
+			for _, ev := range wr.Events {
+				if ev.Type == mvccpb.DELETE {
+					return nil
+				}
+			}
+		}
+	}
+}
+
+// newLease hands out the lease: its local validity (at most what the
+// server granted) counts from start, the local time just before the
+// server last granted or renewed the etcd lease.
+func (l *Locker) newLease(hooks *observe.Hooks, key, myKey string, id clientv3.LeaseID, token fenced.Token, validity, granted time.Duration, autoExtend bool, start time.Time) (distlock.Lease, error) {
+	var self atomic.Pointer[lease.Lease] // set once New returns
+	ls, err := lease.New(lease.Config{
+		Package:        pkg,
+		Hooks:          hooks,
+		CleanupTimeout: l.cleanup,
+		Key:            key,
+		Token:          token,
+		TTL:            validity, // <= granted: the context ends before the server's lease
+		Start:          start,
+		AutoExtend:     autoExtend,
+		Backend: lease.Backend{
+			Extend: func(ctx context.Context, ttl time.Duration) error {
+				if ttl > granted {
+					return fmt.Errorf("%w: etcdlock: Extend ttl %v exceeds the lease's granted TTL %v", concurkit.ErrInvalidArgument, ttl, granted)
+				}
+				rctx, cancel := l.renewal(ctx, ttl)
+				defer cancel()
+				if ls := self.Load(); ls != nil {
+					// A renewal answered after the validity ended is of no use.
+					if dl, ok := ls.Deadline(); ok {
+						var cancelDL context.CancelFunc
+						rctx, cancelDL = context.WithDeadline(rctx, dl)
+						defer cancelDL()
+					}
+				}
+				if _, err := l.c.KeepAliveOnce(rctx, id); err != nil {
+					if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+						return fmt.Errorf("%w: etcdlock: lease %x not found", distlock.ErrLeaseLost, int64(id))
+					}
+					return fmt.Errorf("etcdlock: extend: %w", err)
+				}
+				return nil
+			},
+			Release: func(ctx context.Context) error {
+				// Bounded by the context's deadline and the request timeout
+				// (also when the context has no deadline); if etcd does not
+				// answer in time, the key goes with the lease after its TTL.
+				rctx, cancel := l.rpc(ctx)
+				defer cancel()
+				// Revoking deletes only keys attached to our lease.
+				if _, err := l.c.Revoke(rctx, id); err != nil {
+					if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+						return fmt.Errorf("%w: etcdlock: lease %x not found", distlock.ErrLeaseLost, int64(id))
+					}
+					return fmt.Errorf("etcdlock: revoke lease %x: %w", int64(id), err)
+				}
+				return nil
+			},
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	self.Store(ls)
+	go l.watch(ls, myKey, id, int64(token))
+	return ls, nil
+}
+
+// watch marks ls lost when its key is deleted (lease expired or revoked
+// on the server, or the key deleted by someone else). If the watch breaks
+// and its revision has been compacted meanwhile, the key is re-read: still
+// there on our lease means still held, and watching resumes from there.
+func (l *Locker) watch(ls *lease.Lease, myKey string, id clientv3.LeaseID, createRev int64) {
+	ctx := ls.Context()
+	var clientCtx context.Context
+	if c, ok := l.c.(interface{ Ctx() context.Context }); ok {
+		clientCtx = c.Ctx()
+	}
+	from := createRev + 1
+	for ctx.Err() == nil {
+		wch := l.c.Watch(ctx, myKey, clientv3.WithRev(from), clientv3.WithFilterPut())
+		for wr := range wch {
+			if wr.Err() != nil {
+				break
+			}
+			for _, ev := range wr.Events {
+				if ev.Type == mvccpb.DELETE {
+					ls.Lost(fmt.Errorf("%w: etcdlock: lock key %s deleted", distlock.ErrLeaseLost, myKey))
+					return
+				}
+			}
+			from = wr.Header.Revision + 1
+		}
+		if clientCtx != nil && clientCtx.Err() != nil {
+			ls.Lost(fmt.Errorf("%w: etcdlock: client closed", distlock.ErrLeaseLost))
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		// The watch ended (compaction, lost leader, stream error): back off
+		// briefly, then re-read the key before watching again.
+		t := time.NewTimer(100 * time.Millisecond)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+		rctx, cancel := l.rpc(ctx)
+		resp, err := l.c.Get(rctx, myKey)
+		cancel()
+		switch {
+		case err != nil:
+			continue // unknown: the validity deadline still bounds the lease
+		case len(resp.Kvs) != 1 || clientv3.LeaseID(resp.Kvs[0].Lease) != id || resp.Kvs[0].CreateRevision != createRev:
+			ls.Lost(fmt.Errorf("%w: etcdlock: lock key %s gone", distlock.ErrLeaseLost, myKey))
+			return
+		}
+		from = resp.Header.Revision + 1
+	}
+}

@@ -1,0 +1,209 @@
+package redislock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/concurkit/concurkit/distlock"
+	"github.com/concurkit/concurkit/distlock/redislock"
+	"github.com/concurkit/concurkit/testkit"
+)
+
+// within fails the test if took exceeds limit (a generous bound: several
+// times the expected time, so load spikes do not flake it).
+func within(t testing.TB, what string, took, limit time.Duration) {
+	t.Helper()
+	t.Logf("%s took %v", what, took.Round(time.Millisecond))
+	if took > limit {
+		t.Errorf("%s took %v, want < %v", what, took.Round(time.Millisecond), limit)
+	}
+}
+
+// TestFrozenServer freezes (SIGSTOP) the server, which then keeps its
+// sockets open and answers nothing. With go-redis's DEFAULT client options
+// (no socket deadline from the context, ReadTimeout 3 s, 3 retries) every
+// call must still return by the caller's deadline (Release: by
+// Config.CleanupTimeout at the latest), and an Acquire given up on must
+// not leave a lock behind once the server thaws. (A Release given up on
+// may: its delete is bounded by CleanupTimeout, and a connection to a
+// frozen server cannot even be set up in that time; the lock then expires
+// by its TTL.)
+func TestFrozenServer(t *testing.T) {
+	procs := testkit.StartRedis(t, 1)
+	c := goredis.NewClient(&goredis.Options{Addr: procs[0].Addr}) // defaults
+	t.Cleanup(func() { _ = c.Close() })
+	l, err := redislock.New(c, &redislock.Config{Source: &counter{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	held, err := l.Acquire(ctx, "held", &distlock.Options{TTL: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	procs[0].Freeze(t)
+
+	call := func(what string, limit time.Duration, f func(ctx context.Context) error, want ...error) {
+		t.Helper()
+		cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		err := f(cctx)
+		within(t, what, time.Since(start), limit)
+		for _, w := range want {
+			if !errors.Is(err, w) {
+				t.Errorf("%s = %v, want %v", what, err, w)
+			}
+		}
+		if err == nil {
+			t.Errorf("%s = nil with the server frozen", what)
+		}
+	}
+	call("Acquire(300ms deadline)", time.Second, func(ctx context.Context) error {
+		_, err := l.Acquire(ctx, "other", nil)
+		return err
+	}, distlock.ErrNotAcquired, context.DeadlineExceeded)
+	call("TryAcquire(300ms deadline)", time.Second, func(ctx context.Context) error {
+		_, err := l.TryAcquire(ctx, "other", nil)
+		return err
+	}, distlock.ErrNotAcquired, context.DeadlineExceeded)
+	call("Extend(300ms deadline)", time.Second, func(ctx context.Context) error {
+		return held.Extend(ctx, 10*time.Second)
+	})
+	// Release is bounded by the caller's deadline or CleanupTimeout (1 s).
+	call("Release(300ms deadline)", 2*time.Second, func(ctx context.Context) error {
+		return held.Release(ctx)
+	})
+
+	procs[0].Thaw(t)
+	// The abandoned acquire requests run when the server thaws; the
+	// locker deletes what they took, so the key is free long before the
+	// 10 s TTL.
+	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	ls, err := l.Acquire(actx, "other", &distlock.Options{TTL: 10 * time.Second})
+	if err != nil {
+		t.Fatalf("Acquire after thaw = %v", err)
+	}
+	within(t, "Acquire after thaw", time.Since(start), 4*time.Second)
+	_ = ls.Release(ctx)
+}
+
+// TestFrozenServerOrphanCleaned: an Acquire given up on while the server is
+// frozen must not leave its lock behind once the server thaws.
+func TestFrozenServerOrphanCleaned(t *testing.T) {
+	procs := testkit.StartRedis(t, 1)
+	c := goredis.NewClient(&goredis.Options{Addr: procs[0].Addr}) // defaults
+	t.Cleanup(func() { _ = c.Close() })
+	l, err := redislock.New(c, &redislock.Config{Source: &counter{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	procs[0].Freeze(t)
+	actx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	start := time.Now()
+	_, err = l.Acquire(actx, "orphan", &distlock.Options{TTL: 20 * time.Second})
+	cancel()
+	within(t, "Acquire(200ms deadline), server frozen", time.Since(start), time.Second)
+	if !errors.Is(err, distlock.ErrNotAcquired) {
+		t.Fatalf("Acquire = %v, want ErrNotAcquired", err)
+	}
+	procs[0].Thaw(t) // well within the client's 3 s read timeout
+	actx, cancel = context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	start = time.Now()
+	ls, err := l.Acquire(actx, "orphan", nil)
+	if err != nil {
+		t.Fatalf("Acquire after thaw = %v (the abandoned request's lock was left behind)", err)
+	}
+	within(t, "Acquire after thaw", time.Since(start), 4*time.Second)
+	_ = ls.Release(ctx)
+}
+
+// deadline returns the end of a lease's safe validity.
+func deadline(t testing.TB, ls distlock.Lease) time.Time {
+	t.Helper()
+	d, ok := ls.Deadline()
+	if !ok {
+		t.Fatalf("%T has no time-based validity", ls)
+	}
+	return d
+}
+
+// TestFrozenServerHeldLease holds a lease across a freeze: while the
+// server is frozen nobody gets the key and the holder's Extend fails
+// without ending the lease (an uncertain outcome); after the thaw the
+// holder still owns the key, renews and releases it, and only then does
+// another locker get it.
+func TestFrozenServerHeldLease(t *testing.T) {
+	procs := testkit.StartRedis(t, 1)
+	tokens := &counter{} // shared, as one sequence is by all processes
+	newLocker := func() *redislock.Locker {
+		c := goredis.NewClient(&goredis.Options{Addr: procs[0].Addr}) // defaults
+		t.Cleanup(func() { _ = c.Close() })
+		l, err := redislock.New(c, &redislock.Config{Source: tokens})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	holder, other := newLocker(), newLocker()
+	ctx := t.Context()
+	held, err := holder.Acquire(ctx, "held", &distlock.Options{TTL: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	procs[0].Freeze(t)
+	sctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	start := time.Now()
+	ls, err := other.TryAcquire(sctx, "held", nil)
+	cancel()
+	within(t, "TryAcquire(300ms deadline) of the held key, server frozen", time.Since(start), time.Second)
+	if err == nil {
+		_ = ls.Release(ctx)
+		t.Fatal("another locker took the held key")
+	}
+	sctx, cancel = context.WithTimeout(ctx, 300*time.Millisecond)
+	start = time.Now()
+	err = held.Extend(sctx, 10*time.Second)
+	cancel()
+	within(t, "Extend(300ms deadline), server frozen", time.Since(start), time.Second)
+	if err == nil || errors.Is(err, distlock.ErrLeaseLost) || held.Context().Err() != nil {
+		t.Fatalf("Extend with the server frozen = %v (lease ctx %v), want an uncertain error", err, held.Context().Err())
+	}
+	procs[0].Thaw(t)
+
+	if ls, err := other.TryAcquire(ctx, "held", nil); !errors.Is(err, distlock.ErrNotAcquired) {
+		if ls != nil {
+			_ = ls.Release(ctx)
+		}
+		t.Fatalf("TryAcquire of the held key after thaw = %v, want ErrNotAcquired", err)
+	}
+	if err := held.Extend(ctx, 10*time.Second); err != nil {
+		t.Fatalf("Extend after thaw = %v", err)
+	}
+	if err := held.Release(ctx); err != nil {
+		t.Fatalf("Release after thaw = %v", err)
+	}
+	// Acquire, not TryAcquire: other's abandoned TryAcquire may only now
+	// reach the thawed server and hold the free key for the moment until
+	// its cleanup deletes it.
+	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	ls, err = other.Acquire(actx, "held", nil)
+	if err != nil {
+		t.Fatalf("Acquire after Release = %v", err)
+	}
+	if ls.Token() <= held.Token() {
+		t.Errorf("token %v after %v", ls.Token(), held.Token())
+	}
+	_ = ls.Release(ctx)
+}
