@@ -2,7 +2,6 @@ package deadlock_test
 
 import (
 	"errors"
-	"os/exec"
 	"strings"
 	"testing"
 
@@ -53,18 +52,3 @@ func TestBadInputMatchesErrInvalidArgument(t *testing.T) {
 	}
 }
 
-// TestStandardLibraryOnly: deadlock imports nothing outside the standard
-// library but the stdlib-only root package (for ErrInvalidArgument).
-func TestStandardLibraryOnly(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".").Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
-	for p := range strings.FieldsSeq(string(out)) {
-		switch p {
-		case "github.com/concurkit/concurkit", "github.com/concurkit/concurkit/deadlock":
-		default:
-			t.Errorf("deadlock depends on %s", p)
-		}
-	}
-}
