@@ -51,4 +51,3 @@ func TestBadInputMatchesErrInvalidArgument(t *testing.T) {
 		}
 	}
 }
-
