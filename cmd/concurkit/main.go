@@ -22,6 +22,7 @@ import (
 const usage = `usage: concurkit <command> [flags]
 
 commands:
+  bench      contention benchmark of every strategy (see concurkit bench -h)
   demo       64 concurrent buyers of the last item under each strategy
   simulate   run the two-phase-locking simulator (see concurkit simulate -h)
   migrate    migration helpers (concurkit migrate template -h)
@@ -46,6 +47,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	cmd, rest := args[0], args[1:]
 	switch cmd {
+	case "bench":
+		return runBench(ctx, rest, stdout, stderr)
 	case "demo":
 		return runDemo(ctx, rest, stdout, stderr)
 	case "simulate":
