@@ -94,7 +94,8 @@
 //     committed (within the changes of unknown outcome); inventory stock
 //     never below zero and sold = initial − stock; transfer balances never
 //     below zero and the total conserved. A cell that loses an update is
-//     FAILED, not fast, and the CLI exits 1 (the lossy strategy excepted).
+//     FAILED, not fast, and the CLI exits non-zero (the lossy strategy
+//     excepted).
 //
 // # The header: servers and the durable ceiling
 //

@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -110,7 +111,7 @@ func Run(ctx context.Context, cfg *Config) (*Summary, error) {
 		reason := "no cell in the grid"
 		for _, c := range sum.Cells {
 			if c.Reason != "" {
-				reason = c.Reason
+				reason = strings.TrimPrefix(c.Reason, "bench: ")
 				break
 			}
 		}
@@ -142,7 +143,7 @@ func (r *runner) database(ctx context.Context, db, runID string, cells []Cell, e
 	case Postgres:
 		e, err := openPostgres(ctx, r.s, r.locks, runID)
 		if err != nil {
-			r.note("postgres: %v", err)
+			r.note("%v", err)
 			fail(err, 0)
 			return
 		}
@@ -150,7 +151,7 @@ func (r *runner) database(ctx context.Context, db, runID string, cells []Cell, e
 	case MariaDB:
 		e, err := openMariaDB(ctx, r.s, r.locks, runID)
 		if err != nil {
-			r.note("mariadb: %v", err)
+			r.note("%v", err)
 			fail(err, 0)
 			return
 		}
@@ -195,7 +196,7 @@ func (r *runner) database(ctx context.Context, db, runID string, cells []Cell, e
 }
 
 func (r *runner) note(format string, args ...any) {
-	n := fmt.Sprintf(format, args...)
+	n := strings.TrimPrefix(fmt.Sprintf(format, args...), "bench: ")
 	r.sum.Notes = append(r.sum.Notes, n)
 	r.logf("bench: %s", n)
 }

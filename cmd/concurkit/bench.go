@@ -33,9 +33,9 @@ results.md, results.csv, summary.json, hlog/ (HdrHistogram interval logs)
 and plots/ (PNG); the table and the verdicts are printed on stdout.
 
 The default (--grid quick) takes about two minutes on two cores; --grid
-full about four hours; --fast is a smoke run of seconds. Exit status 1 when
-a correctness check FAILED (the hidden lossy strategy excepted) or, with
---fail-on-regression, when --baseline finds a regression.
+full about four hours; --fast is a smoke run of seconds. The exit status is
+non-zero when a correctness check FAILED (the hidden lossy strategy
+excepted) or, with --fail-on-regression, when --baseline finds a regression.
 
 example:
   eval "$(scripts/services.sh env)"
@@ -100,7 +100,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&f.out, "out", "", "output directory (default bench-results/<timestamp>)")
 	fs.StringVar(&f.baseline, "baseline", "", "summary.json of an earlier run: print ratios and flag regressions")
 	fs.Float64Var(&f.tolerance, "tolerance", bench.DefaultTolerance, "relative change --baseline flags as a regression")
-	fs.BoolVar(&f.failOnRegression, "fail-on-regression", false, "exit 1 when --baseline finds a regression")
+	fs.BoolVar(&f.failOnRegression, "fail-on-regression", false, "exit non-zero when --baseline finds a regression")
 	fs.BoolVar(&f.list, "list", false, "list the strategies and exit")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress bar")
 
@@ -147,6 +147,14 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	c.Args = args
 	c.Log = stderr
+	announce := func(p bench.Progress) {
+		fmt.Fprintf(stderr, "bench: %d cells, about %s; results in %s\n", p.Total, p.Remaining.Round(time.Second), out)
+	}
+	c.Progress = func(p bench.Progress) {
+		if p.Cell == "" {
+			announce(p)
+		}
+	}
 	if !f.quiet {
 		var bar *progressbar.ProgressBar
 		c.Progress = func(p bench.Progress) {
@@ -162,14 +170,19 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 					progressbar.OptionOnCompletion(func() { fmt.Fprintln(stderr) }),
 				)
 			}
-			if p.Cell != "" {
+			if p.Cell == "" {
+				announce(p)
+			} else {
 				bar.Describe(fmt.Sprintf("%-60.60s", p.Cell))
 				_ = bar.Set(p.Done)
 			}
 		}
 	}
 	sum, runErr := bench.Run(ctx, c)
-	if sum == nil {
+	if sum == nil || (runErr != nil && ctx.Err() == nil) {
+		// Bad flags, or no cell could run (the servers are unreachable):
+		// nothing worth a table. An interrupted run still writes what it
+		// measured.
 		return runErr
 	}
 	if base != nil {
