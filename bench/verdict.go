@@ -233,6 +233,9 @@ func verdict(sum *Summary, db, wl string, cells []CellResult) Verdict {
 			if r.Throughput >= hot.Ranking[0].Throughput*(1-tie) {
 				add("A single UPDATE statement (single-update, the reference) does %s the best read-modify-write at the hottest point (%s): when the change fits one statement, no strategy is needed.",
 					ratio(r.Throughput, hot.Ranking[0].Throughput), ops(r.Throughput))
+			} else if r.Aborts[classNames[classDeadlock]] > 0 {
+				add("single-update (%s) is no ceiling here: its statements run in the workload's order and deadlock (%d deadlocks), while the best strategy (%s) locks in key order.",
+					ops(r.Throughput), r.Aborts[classNames[classDeadlock]], ops(hot.Ranking[0].Throughput))
 			} else {
 				add("In this run the single UPDATE (single-update, %s) was slower than the best read-modify-write (%s) at the hottest point, which it should bound from above: the run was noisy; compare on a quiet machine.",
 					ops(r.Throughput), ops(hot.Ranking[0].Throughput))
@@ -263,6 +266,9 @@ func verdict(sum *Summary, db, wl string, cells []CellResult) Verdict {
 			break
 		}
 		add("%s gave up on %d operations at %s: its retry budget (the library default) ran out — raise the budget or choose a strategy that queues.", g.strategy, g.n, g.where)
+	}
+	if line := deadlockLine(db, cells); line != "" {
+		add("%s", line)
 	}
 	if line := openLine(cells); line != "" {
 		add("%s", line)
@@ -448,4 +454,31 @@ func openLine(cells []CellResult) string {
 		parts = append(parts, fmt.Sprintf("%s p99 %.1f ms at %s of its maximum (%s offered)", s, c.Latency.P99, c.RateSpec, ops(c.Rate)))
 	}
 	return fmt.Sprintf("Open loop (%s, latency from the intended start): %s; beyond the maximum the queue, and latency, grow without bound.", where, strings.Join(parts, "; "))
+}
+
+// deadlockLine reports the strategies that met deadlocks (retried, but each
+// costs the server's detection delay).
+func deadlockLine(db string, cells []CellResult) string {
+	counts := map[string]int64{}
+	var order []string
+	for _, c := range cells {
+		if n := c.Aborts[classNames[classDeadlock]]; n > 0 && kindOf(c.Strategy) != KindLossy {
+			if counts[c.Strategy] == 0 {
+				order = append(order, c.Strategy)
+			}
+			counts[c.Strategy] += n
+		}
+	}
+	if len(order) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, s := range order {
+		parts = append(parts, fmt.Sprintf("%s %d", s, counts[s]))
+	}
+	why := "InnoDB detects them at once, but each costs a rollback and a retry"
+	if db == Postgres {
+		why = "PostgreSQL detects a deadlock only after deadlock_timeout (1 s by default), which is what sinks random-order transactions on hot rows"
+	}
+	return fmt.Sprintf("Deadlocks (retried): %s — %s; take the locks in key order (for-update, advisory and the lock strategies do).", strings.Join(parts, ", "), why)
 }
