@@ -16,6 +16,7 @@ import (
 	"github.com/concurkit/concurkit"
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/fenced"
+	"github.com/concurkit/concurkit/observe"
 	"github.com/concurkit/concurkit/optimistic"
 	"github.com/concurkit/concurkit/pessimistic"
 	"github.com/concurkit/concurkit/retry"
@@ -242,10 +243,24 @@ func (r *recorder) gaveUp(err error) {
 // observedPolicy is the library's default retry policy (what users get),
 // observed: each retried attempt is counted in rec.
 //
-// After the API merge, retry.Policy.OnRetry is gone and retries are seen
-// through observe.Hooks on the context; this is the one place to change.
+// Today retry.Do reports retries through Policy.OnRetry. After the API
+// merge it reports them through the observe.Hooks on the context (see
+// retryHooks, already installed on every operation's context) and
+// Policy.OnRetry is gone: delete the OnRetry field here, nothing else.
+// Until then the hooks are never called, so nothing is counted twice.
 func observedPolicy(rec *recorder) retry.Policy {
 	return retry.Policy{OnRetry: func(_ int, err error, _ time.Duration) { rec.retried(err) }}
+}
+
+// retryHooks count the retries reported through observe (see
+// observedPolicy); the give-up event is counted from the operation's
+// *retry.ExhaustedError instead.
+func retryHooks(rec *recorder) *observe.Hooks {
+	return &observe.Hooks{Retry: func(_ context.Context, e observe.RetryEvent) {
+		if !e.GaveUp {
+			rec.retried(e.Err)
+		}
+	}}
 }
 
 // lockPolicy is observedPolicy for the distributed-lock strategies: a

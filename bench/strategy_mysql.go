@@ -9,6 +9,7 @@ import (
 	"fmt"
 
 	"github.com/concurkit/concurkit/fenced"
+	"github.com/concurkit/concurkit/observe"
 	"github.com/concurkit/concurkit/optimistic"
 	"github.com/concurkit/concurkit/pessimistic"
 	"github.com/concurkit/concurkit/retry"
@@ -89,7 +90,9 @@ func myStrategy(t *myTarget, write func(rec *recorder) opFunc) executor {
 	return execFunc(func(rec *recorder) opFunc {
 		read := myReader(t, rec)
 		w := write(rec)
+		hooks := retryHooks(rec)
 		return func(ctx context.Context, o *op) (result, error) {
+			ctx = observe.WithHooks(ctx, hooks)
 			if o.read {
 				return resRead, read(ctx, o.key)
 			}

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/concurkit/concurkit/fenced"
+	"github.com/concurkit/concurkit/observe"
 	"github.com/concurkit/concurkit/optimistic"
 	"github.com/concurkit/concurkit/pessimistic"
 	"github.com/concurkit/concurkit/retry"
@@ -92,7 +93,9 @@ func pgStrategy(t *pgTarget, write func(rec *recorder) opFunc) executor {
 	return execFunc(func(rec *recorder) opFunc {
 		read := pgReader(t, rec)
 		w := write(rec)
+		hooks := retryHooks(rec)
 		return func(ctx context.Context, o *op) (result, error) {
+			ctx = observe.WithHooks(ctx, hooks)
 			if o.read {
 				return resRead, read(ctx, o.key)
 			}
