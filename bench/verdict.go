@@ -265,7 +265,7 @@ func verdict(sum *Summary, db, wl string, cells []CellResult) Verdict {
 			add("… and %d more cells with operations given up (see the table).", len(gus)-3)
 			break
 		}
-		add("%s gave up on %d operations at %s: its retry budget (the library default) ran out — raise the budget or choose a strategy that queues.", g.strategy, g.n, g.where)
+		add("%s gave up on %s at %s: its retry budget (the library default) ran out — raise the budget or choose a strategy that queues.", g.strategy, plural(int(g.n), "operation"), g.where)
 	}
 	if line := deadlockLine(db, cells); line != "" {
 		add("%s", line)
