@@ -34,7 +34,7 @@ func commandPaths(c *command) [][]string {
 func TestEveryCommandHelp(t *testing.T) {
 	r := root()
 	paths := commandPaths(r)
-	if len(paths) != 8 { // concurkit, demo, simulate, migrate, migrate up|down|version|template
+	if len(paths) != 9 { // concurkit, bench, demo, simulate, migrate, migrate up|down|version|template
 		t.Fatalf("%d commands: %q", len(paths), paths)
 	}
 	for _, path := range paths {

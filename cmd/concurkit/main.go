@@ -30,14 +30,15 @@ import (
 // flags (demo.go, simulate.go, migrate.go).
 func root() *command {
 	return &command{
-		summary: "database concurrency control: demo, 2PL simulator, migrations",
+		summary: "database concurrency control: contention benchmark, demo, 2PL simulator, migrations",
 		args:    "<command> [flags]",
 		about: `concurkit shows and applies the toolkit's concurrency-control tools on real
 databases: optimistic CAS, pessimistic locks, fencing tokens, and a
 two-phase-locking simulator.`,
-		example: `concurkit demo
+		example: `concurkit bench --db postgres --workload counter --rows 1,16 --workers 8
+concurkit demo
 concurkit migrate up --dialect postgres --dsn postgres://app@localhost/app`,
-		subs: []*command{demoCommand(), simulateCommand(), migrateCommand()},
+		subs: []*command{benchCommand(), demoCommand(), simulateCommand(), migrateCommand()},
 	}
 }
 

@@ -1,0 +1,344 @@
+package bench_test
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	hdr "github.com/HdrHistogram/hdrhistogram-go"
+	_ "github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/concurkit/concurkit/bench"
+	"github.com/concurkit/concurkit/testkit"
+)
+
+// servers returns the endpoints of the test servers (skip, or fail under
+// CI, when missing) and a schema name of the test's own.
+func servers(t *testing.T) (pgURL, myDSN, redisAddr string, etcd []string, schema string) {
+	t.Helper()
+	pgURL, myDSN, redisAddr = testkit.PostgresServerURL(t), testkit.MySQLServerDSN(t), testkit.RedisAddr(t)
+	c, _ := testkit.Etcd(t)
+	return pgURL, myDSN, redisAddr, c.Endpoints(), testkit.Name("ck_bench_")
+}
+
+// tiny is a grid of a few seconds.
+func tiny(pgURL, myDSN, redisAddr string, etcd []string, schema string) *bench.Config {
+	return &bench.Config{
+		PostgresURL: pgURL, MySQLDSN: myDSN, RedisAddr: redisAddr, EtcdEndpoints: etcd, Schema: schema,
+		Grid: bench.GridFast, Rows: []int{1}, Workers: []int{4},
+		Duration: 150 * time.Millisecond, Warmup: 30 * time.Millisecond, SyncProbe: -1,
+		Interval: 50 * time.Millisecond,
+	}
+}
+
+// TestRunTinyGrid runs a tiny grid on both databases — every strategy on the
+// counter, the other workloads with three strategies, one open-loop cell —
+// and checks the files it writes, the correctness verdicts (the lossy
+// strategy FAILED on the contended cell, every other cell PASSED) and that
+// nothing is left behind.
+func TestRunTinyGrid(t *testing.T) {
+	pgURL, myDSN, redisAddr, etcd, schema := servers(t)
+	ctx := t.Context()
+
+	cfg := tiny(pgURL, myDSN, redisAddr, etcd, schema)
+	cfg.Strategies = allStrategies()
+	cfg.Rates = []bench.Rate{{OfMax: 0.5}, {OfMax: 1}} // two points: a latency-vs-load plot
+	cfg.OpenStrategies = []string{"for-update"}
+	var progress []bench.Progress
+	cfg.Progress = func(p bench.Progress) { progress = append(progress, p) }
+	// The other workloads run at the same time, in a schema of their own.
+	schema2 := schema + "_2"
+	cfg2 := tiny(pgURL, myDSN, redisAddr, etcd, schema2)
+	cfg2.Workloads = []string{bench.Inventory, bench.Transfer, bench.Mixed}
+	cfg2.Strategies = []string{"cas", "for-update"}
+	cfg2.Rates = []bench.Rate{}
+	cfg2.Stock = 20 // sells out within the cell: "sold out" must be a result
+	var sum2 *bench.Summary
+	var err2 error
+	done := make(chan struct{})
+	go func() { defer close(done); sum2, err2 = bench.Run(ctx, cfg2) }()
+	sum, err := bench.Run(ctx, cfg)
+	<-done
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err2 != nil {
+		t.Fatal(err2)
+	}
+	sum.Cells = append(sum.Cells, sum2.Cells...)
+
+	if last := progress[len(progress)-1]; last.Done != last.Total || last.Total == 0 {
+		t.Errorf("last progress %+v", last)
+	}
+	lossyFailed := map[string]bool{}
+	soldOut := map[string]bool{}
+	for _, c := range sum.Cells {
+		if c.Status != bench.StatusOK {
+			t.Errorf("%s: %s: %s", c.ID, c.Status, c.Reason)
+			continue
+		}
+		switch {
+		case c.Strategy == "lossy":
+			if c.Check.Status == bench.CheckFailed {
+				lossyFailed[c.DB] = true
+			}
+		case c.Check.Status != bench.CheckPassed:
+			t.Errorf("%s: check %s: %s", c.ID, c.Check.Status, c.Check.Detail)
+		}
+		// Random-order transfers on a hot pair deadlock, and PostgreSQL
+		// detects a deadlock after deadlock_timeout (1 s): a 150 ms cell may
+		// see no operation end.
+		if c.Workload != bench.Transfer && (c.Ops == 0 || c.Latency.Count == 0) {
+			t.Errorf("%s: no operations (%d) or latencies (%d)", c.ID, c.Ops, c.Latency.Count)
+		}
+		if c.Workload == bench.Inventory && c.Rejected > 0 {
+			soldOut[c.DB] = true
+		}
+		if c.Mode == bench.ModeOpen && c.Rate <= 0 {
+			t.Errorf("%s: open-loop rate %v not resolved", c.ID, c.Rate)
+		}
+	}
+	for _, db := range []string{bench.Postgres, bench.MariaDB} {
+		if !lossyFailed[db] {
+			t.Errorf("%s: the lossy strategy was not reported FAILED on 1 row × 4 workers", db)
+		}
+		if !soldOut[db] {
+			t.Errorf("%s: inventory never sold out with a stock of 20", db)
+		}
+	}
+	if f := sum.Failed(); len(f) != 0 {
+		t.Errorf("Failed() = %d cells", len(f))
+	}
+	if len(sum.Servers) != 2 || sum.Servers[0].Version == "" || sum.Host.GOMAXPROCS == 0 {
+		t.Errorf("header: servers %+v host %+v", sum.Servers, sum.Host)
+	}
+	if len(sum.Verdicts) == 0 {
+		t.Error("no verdicts")
+	}
+
+	dir := t.TempDir()
+	files, err := sum.WriteFiles(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkFiles(t, dir, files, len(sum.Cells))
+	var table bytes.Buffer
+	if err := sum.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(table.String(), "FAILED") || !strings.Contains(table.String(), "Verdict postgres / counter") {
+		t.Errorf("table:\n%s", table.String())
+	}
+	assertSchemaGone(t, pgURL, myDSN, schema)
+	assertSchemaGone(t, pgURL, myDSN, schema2)
+}
+
+// checkFiles parses what WriteFiles wrote.
+func checkFiles(t *testing.T, dir string, files []string, cells int) {
+	t.Helper()
+	read := func(name string) []byte {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	rows, err := csv.NewReader(bytes.NewReader(read(bench.FileCSV))).ReadAll()
+	if err != nil {
+		t.Fatalf("results.csv: %v", err)
+	}
+	if len(rows) != cells+1 || rows[0][0] != "run_id" || len(rows[1]) != len(rows[0]) {
+		t.Errorf("results.csv: %d rows, header %v", len(rows), rows[0])
+	}
+	var js bench.Summary
+	if err := json.Unmarshal(read(bench.FileSummary), &js); err != nil {
+		t.Fatalf("summary.json: %v", err)
+	}
+	if js.Format != bench.FormatVersion || len(js.Cells) != cells {
+		t.Errorf("summary.json: format %q, %d cells", js.Format, len(js.Cells))
+	}
+	if _, err := bench.LoadSummary(filepath.Join(dir, bench.FileSummary)); err != nil {
+		t.Error(err)
+	}
+	if md := string(read(bench.FileMarkdown)); !strings.Contains(md, "## Verdicts") || !strings.Contains(md, "| db | workload |") {
+		t.Errorf("results.md lacks its sections")
+	}
+	var plots, hlogs int
+	for _, f := range files {
+		switch {
+		case strings.HasPrefix(f, bench.DirPlots+"/"):
+			plots++
+			if b := read(f); !bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")) {
+				t.Errorf("%s is not a PNG", f)
+			}
+		case strings.HasPrefix(f, bench.DirHlog+"/"):
+			hlogs++
+			r := hdr.NewHistogramLogReader(bytes.NewReader(read(f)))
+			var n int64
+			for {
+				h, err := r.NextIntervalHistogram()
+				if err != nil {
+					t.Fatalf("%s: %v", f, err)
+				}
+				if h == nil {
+					break
+				}
+				n += h.TotalCount()
+			}
+			if n == 0 && !strings.Contains(f, "transfer") {
+				t.Errorf("%s: no values", f)
+			}
+		}
+	}
+	if plots == 0 || hlogs != cells {
+		t.Errorf("%d plots, %d hlog files for %d cells", plots, hlogs, cells)
+	}
+}
+
+func assertSchemaGone(t *testing.T, pgURL, myDSN, schema string) {
+	t.Helper()
+	ctx := context.WithoutCancel(t.Context())
+	if pgURL != "" {
+		conn, err := pgx.Connect(ctx, pgURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		var n int
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM information_schema.schemata WHERE schema_name = $1", schema).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 0 {
+			t.Errorf("postgres schema %s left behind", schema)
+		}
+	}
+	if myDSN != "" {
+		db, err := sql.Open("mysql", myDSN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		var n int
+		if err := db.QueryRowContext(ctx, "SELECT count(*) FROM information_schema.schemata WHERE schema_name = ?", schema).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 0 {
+			t.Errorf("mariadb database %s left behind", schema)
+		}
+	}
+}
+
+// TestSecondPostgres points the benchmark at a second PostgreSQL instance
+// (the machine's own server on port 5432, durable, or
+// CONCURKIT_BENCH_POSTGRES2_URL) and checks that it works there and leaves
+// nothing behind.
+func TestSecondPostgres(t *testing.T) {
+	url := os.Getenv("CONCURKIT_BENCH_POSTGRES2_URL")
+	if url == "" {
+		url = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+	}
+	ctx := t.Context()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		if testkit.CI() {
+			t.Fatalf("second PostgreSQL unreachable (%v): set CONCURKIT_BENCH_POSTGRES2_URL", err)
+		}
+		t.Skipf("second PostgreSQL unreachable: %v", err)
+	}
+	conn.Close(ctx)
+	schema := testkit.Name("ck_bench2_")
+	cfg := tiny(url, "", "", nil, schema)
+	cfg.DBs = []string{bench.Postgres}
+	cfg.Strategies = []string{"cas", "single-update"}
+	cfg.Rates = []bench.Rate{}
+	cfg.SyncProbe = 100 * time.Millisecond // measure the ceiling once
+	sum, err := bench.Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range sum.Cells {
+		if c.Status != bench.StatusOK || c.Check.Status != bench.CheckPassed {
+			t.Errorf("%s: %s %s %s", c.ID, c.Status, c.Reason, c.Check.Detail)
+		}
+	}
+	srv := sum.Servers[0]
+	if srv.CommitLoop == nil || srv.CommitLoop.PerSec <= 0 {
+		t.Errorf("no commit-loop rate: %+v", srv)
+	}
+	if srv.Durable && srv.Ceiling <= 0 {
+		t.Errorf("durable server without a ceiling: %+v", srv)
+	}
+	assertSchemaGone(t, url, "", schema)
+}
+
+// TestRunRefusesForeignSchema: the benchmark never drops a schema holding
+// tables it did not create.
+func TestRunRefusesForeignSchema(t *testing.T) {
+	pgURL := testkit.PostgresServerURL(t)
+	ctx := t.Context()
+	schema := testkit.Name("ck_bench_foreign_")
+	conn := testkit.PostgresConn(t, pgURL)
+	q := pgx.Identifier{schema}.Sanitize()
+	for _, s := range []string{"CREATE SCHEMA " + q, "CREATE TABLE " + q + ".orders (id int)"} {
+		if _, err := conn.Exec(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { _, _ = conn.Exec(context.WithoutCancel(ctx), "DROP SCHEMA "+q+" CASCADE") })
+	cfg := tiny(pgURL, "", "", nil, schema)
+	cfg.DBs = []string{bench.Postgres}
+	cfg.Strategies = []string{"single-update"}
+	_, err := bench.Run(ctx, cfg)
+	if err == nil || !strings.Contains(err.Error(), `"orders"`) {
+		t.Fatalf("Run on a foreign schema: %v", err)
+	}
+	var n int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM information_schema.tables WHERE table_schema = $1 AND table_name = 'orders'", schema).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("the foreign table is gone (%d, %v)", n, err)
+	}
+}
+
+// TestRunCancelled: a cancelled run returns promptly with ctx's error, the
+// cells measured so far, and drops its schema.
+func TestRunCancelled(t *testing.T) {
+	pgURL := testkit.PostgresServerURL(t)
+	schema := testkit.Name("ck_bench_cancel_")
+	ctx, cancel := context.WithCancel(t.Context())
+	cfg := tiny(pgURL, "", "", nil, schema)
+	cfg.DBs = []string{bench.Postgres}
+	cfg.Strategies = []string{"for-update", "single-update"}
+	cfg.Duration = time.Minute
+	cfg.Progress = func(p bench.Progress) {
+		if p.Done == 0 {
+			go func() { time.Sleep(300 * time.Millisecond); cancel() }()
+		}
+	}
+	start := time.Now()
+	sum, err := bench.Run(ctx, cfg)
+	if !errors.Is(err, context.Canceled) || sum == nil {
+		t.Fatalf("Run = %v, %v", sum, err)
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("cancelled run took %v", d)
+	}
+	assertSchemaGone(t, pgURL, "", schema)
+}
+
+// allStrategies names every strategy, hidden ones included.
+func allStrategies() []string {
+	var out []string
+	for _, s := range bench.Strategies() {
+		out = append(out, s.Name)
+	}
+	return out
+}

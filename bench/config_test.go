@@ -1,0 +1,208 @@
+package bench
+
+import (
+	"errors"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/concurkit/concurkit"
+)
+
+func TestResolveDefaults(t *testing.T) {
+	t.Setenv("CONCURKIT_POSTGRES_URL", "")
+	t.Setenv("CONCURKIT_MYSQL_DSN", "")
+	var nilCfg *Config
+	s, err := nilCfg.resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Grid != GridQuick || !slices.Equal(s.DBs, []string{Postgres, MariaDB}) || !slices.Equal(s.Workloads, []string{Counter}) {
+		t.Errorf("defaults: grid %q dbs %v workloads %v", s.Grid, s.DBs, s.Workloads)
+	}
+	if s.postgresURL != DefaultPostgresURL || s.mysqlDSN != DefaultMySQLDSN || s.Schema != DefaultSchema {
+		t.Errorf("endpoints: %q %q %q", s.postgresURL, s.mysqlDSN, s.Schema)
+	}
+	if s.Duration != time.Second || !s.Cross || s.BaseWorkers != 8 || len(s.Rates) != 3 {
+		t.Errorf("quick preset: %+v", s)
+	}
+}
+
+func TestResolveRedactsPasswords(t *testing.T) {
+	s, err := (&Config{PostgresURL: "postgres://u:secret@h/db", MySQLDSN: "u:secret@tcp(h:3306)/"}).resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(s.PostgresURL+s.MySQLDSN, "secret") {
+		t.Errorf("summary shows a password: %q %q", s.PostgresURL, s.MySQLDSN)
+	}
+}
+
+func TestResolveRejectsBadInput(t *testing.T) {
+	for name, c := range map[string]Config{
+		"db":             {DBs: []string{"oracle"}},
+		"workload":       {Workloads: []string{"ledger"}},
+		"strategy":       {Strategies: []string{"yolo"}},
+		"open strategy":  {OpenStrategies: []string{"yolo"}},
+		"grid":           {Grid: "huge"},
+		"rows 0":         {Rows: []int{0}},
+		"rows too many":  {Rows: []int{MaxKeys + 1}},
+		"workers 0":      {Workers: []int{0}},
+		"zipf negative":  {Zipf: []float64{-0.5}},
+		"zipf NaN":       {Zipf: []float64{math.NaN()}},
+		"keys":           {Keys: 1},
+		"duration":       {Duration: time.Millisecond},
+		"ops":            {Ops: -1},
+		"rate both":      {Rates: []Rate{{PerSec: 1, OfMax: 1}}},
+		"rate none":      {Rates: []Rate{{}}},
+		"arrival":        {Arrival: "bursty"},
+		"read ratio":     {ReadRatio: 1.5},
+		"reads":          {Reads: []string{"dirty"}},
+		"schema":         {Schema: "Robert'); DROP TABLE students;--"},
+		"schema upper":   {Schema: "Bench"},
+		"stock":          {Stock: -1},
+		"negative delay": {Interval: -time.Second},
+	} {
+		if _, err := c.resolve(); !errors.Is(err, concurkit.ErrInvalidArgument) {
+			t.Errorf("%s: err = %v, want ErrInvalidArgument", name, err)
+		}
+	}
+}
+
+func TestParseRates(t *testing.T) {
+	got, err := ParseRates("500, x0.9,auto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2+len(autoRates) || got[0] != (Rate{PerSec: 500}) || got[1] != (Rate{OfMax: 0.9}) {
+		t.Errorf("ParseRates = %v", got)
+	}
+	if got[1].String() != "x0.9" || got[0].String() != "500" {
+		t.Errorf("String: %q %q", got[1], got[0])
+	}
+	for _, bad := range []string{"x", "-5", "0", "x-1", "fast", "Inf"} {
+		if _, err := ParseRates(bad); !errors.Is(err, concurkit.ErrInvalidArgument) {
+			t.Errorf("ParseRates(%q): err = %v", bad, err)
+		}
+	}
+	if r, err := ParseRates(""); err != nil || len(r) != 0 {
+		t.Errorf(`ParseRates("") = %v, %v`, r, err)
+	}
+}
+
+func TestPlanQuickIsACross(t *testing.T) {
+	s, err := (&Config{DBs: []string{Postgres}, Strategies: []string{"cas", "for-update", "advisory"}}).resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, _ := s.plan()
+	cells := plan[Postgres]
+	// Per strategy: rows 1, 16, 256 at 8 workers + workers 1 and 4 at 1 row;
+	// open loop (x0.5, x0.9, x1.2) for cas and for-update only.
+	if want := 3*5 + 2*3; len(cells) != want {
+		t.Fatalf("%d cells, want %d", len(cells), want)
+	}
+	seenOpen := false
+	for _, c := range cells {
+		if c.Mode == ModeOpen {
+			seenOpen = true
+			if c.Strategy == "advisory" || c.Rows != 1 || c.Workers != 8 {
+				t.Errorf("open cell %s", c.ID())
+			}
+		} else if seenOpen {
+			t.Errorf("closed cell %s after an open one: open rates need the closed maxima first", c.ID())
+		}
+	}
+}
+
+func TestPlanProductZipfAndTransfer(t *testing.T) {
+	s, err := (&Config{
+		DBs: []string{MariaDB}, Workloads: []string{Transfer, Mixed}, Strategies: []string{"cas", "advisory"},
+		Rows: []int{1, 4}, Workers: []int{2, 3}, Zipf: []float64{0.99}, Rates: []Rate{}, Reads: []string{ReadShare},
+	}).resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, notes := s.plan()
+	if len(notes) != 1 || !strings.Contains(notes[0], "advisory") {
+		t.Errorf("notes = %q, want one about advisory on mariadb", notes)
+	}
+	var ids []string
+	for _, c := range plan[MariaDB] {
+		ids = append(ids, c.ID())
+	}
+	// Transfer needs two rows: rows=1 becomes 2.
+	for _, want := range []string{
+		"mariadb/transfer/cas/rows=2/w=2/closed", "mariadb/transfer/cas/rows=4/w=3/closed",
+		"mariadb/transfer/cas/zipf=0.99,keys=10000/w=2/closed", "mariadb/mixed:share/cas/rows=1/w=3/closed",
+	} {
+		if !slices.Contains(ids, want) {
+			t.Errorf("missing %s in %v", want, ids)
+		}
+	}
+	if len(ids) != 2*(4+2) {
+		t.Errorf("%d cells: %v", len(ids), ids)
+	}
+}
+
+func TestCheckFindsLostUpdates(t *testing.T) {
+	wl := workload{name: Counter}
+	tl := tallies{}
+	o := &op{changes: []change{{key: 1, dv: 1}}}
+	for range 10 {
+		tl.ack(o)
+	}
+	if c := wl.check(map[int64]rowState{1: {v: 10}}, 1, tl); c.Status != CheckPassed {
+		t.Errorf("exact: %+v", c)
+	}
+	if c := wl.check(map[int64]rowState{1: {v: 9}}, 1, tl); c.Status != CheckFailed {
+		t.Errorf("lost update: %+v", c)
+	}
+	// Two operations of unknown outcome: 10..12 are all correct.
+	tl.unknown(o)
+	tl.unknown(o)
+	for v, want := range map[int64]string{9: CheckFailed, 10: CheckPassed, 12: CheckPassed, 13: CheckFailed} {
+		if c := wl.check(map[int64]rowState{1: {v: v}}, 1, tl); c.Status != want {
+			t.Errorf("v=%d with 2 unknown: %s (%s), want %s", v, c.Status, c.Detail, want)
+		}
+	}
+	if c := wl.check(map[int64]rowState{}, 1, tallies{}); c.Status != CheckFailed {
+		t.Errorf("missing row: %+v", c)
+	}
+}
+
+func TestCheckInventoryAndTransfer(t *testing.T) {
+	inv := workload{name: Inventory, initV: 5}
+	tl := tallies{}
+	sale := &op{changes: []change{{key: 1, dv: -1, dw: 1, floor: true}}}
+	for range 5 {
+		tl.ack(sale)
+	}
+	if c := inv.check(map[int64]rowState{1: {v: 0, w: 5}}, 1, tl); c.Status != CheckPassed {
+		t.Errorf("sold out exactly: %+v", c)
+	}
+	if c := inv.check(map[int64]rowState{1: {v: -1, w: 6}}, 1, tl); c.Status != CheckFailed || !strings.Contains(c.Detail, "below 0") {
+		t.Errorf("oversold: %+v", c)
+	}
+	tr := workload{name: Transfer, initV: 100}
+	tt := tallies{}
+	tt.ack(&op{changes: []change{{key: 1, dv: -7, floor: true}, {key: 2, dv: 7}}})
+	if c := tr.check(map[int64]rowState{1: {v: 93}, 2: {v: 107}}, 2, tt); c.Status != CheckPassed {
+		t.Errorf("transfer: %+v", c)
+	}
+	if c := tr.check(map[int64]rowState{1: {v: 100}, 2: {v: 107}}, 2, tt); c.Status != CheckFailed || !strings.Contains(c.Detail, "total") {
+		t.Errorf("money created: %+v", c)
+	}
+}
+
+func TestChangeApplyFloor(t *testing.T) {
+	c := change{key: 1, dv: -3, floor: true}
+	if _, _, ok := c.apply(2, 0); ok {
+		t.Error("floor let stock go below 0")
+	}
+	if v, _, ok := c.apply(3, 0); !ok || v != 0 {
+		t.Errorf("apply(3) = %d, %v", v, ok)
+	}
+}

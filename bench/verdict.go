@@ -1,0 +1,484 @@
+package bench
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+)
+
+// tie is the relative throughput difference below which two strategies are
+// called equal in the verdicts: on a shared machine, run-to-run noise is of
+// that order.
+const tie = 0.10
+
+// Verdict says, for one database and workload, which strategy to use at
+// which contention, in sentences (Lines) backed by the numbers (Points).
+type Verdict struct {
+	DB       string         `json:"db"`
+	Workload string         `json:"workload"` // "mixed:share" for the mixed workload
+	Lines    []string       `json:"lines"`
+	Points   []VerdictPoint `json:"points"`
+}
+
+// VerdictPoint ranks the correct toolkit strategies at one contention level
+// (closed loop).
+type VerdictPoint struct {
+	Contention string  `json:"contention"`
+	Dist       string  `json:"dist"`
+	Rows       int     `json:"rows"`
+	Theta      float64 `json:"theta,omitempty"`
+	Workers    int     `json:"workers"`
+	// WritersPerRow is Workers/Rows (uniform keys only).
+	WritersPerRow float64 `json:"writers_per_row,omitempty"`
+	// Ranking lists the strategies, fastest first.
+	Ranking []Ranked `json:"ranking"`
+}
+
+// Ranked is one strategy's throughput at a VerdictPoint.
+type Ranked struct {
+	Strategy     string  `json:"strategy"`
+	Throughput   float64 `json:"throughput"`
+	RetriesPerOp float64 `json:"retries_per_op"`
+	GaveUp       int64   `json:"gave_up"`
+}
+
+func workloadLabel(c Cell) string {
+	if c.ReadMode != "" {
+		return c.Workload + ":" + c.ReadMode
+	}
+	return c.Workload
+}
+
+func ops(v float64) string {
+	switch {
+	case v >= 100:
+		return fmt.Sprintf("%.0f ops/s", v)
+	case v >= 10:
+		return fmt.Sprintf("%.1f ops/s", v)
+	}
+	return fmt.Sprintf("%.2f ops/s", v)
+}
+
+func ratio(a, b float64) string {
+	if b <= 0 {
+		return "∞×"
+	}
+	return fmt.Sprintf("%.1f×", a/b)
+}
+
+func wpr(v float64) string {
+	if v >= 1 {
+		return strings.TrimSuffix(strings.TrimSuffix(fmt.Sprintf("%.1f", v), "0"), ".")
+	}
+	return fmt.Sprintf("%.2g", v)
+}
+
+// verdicts derives the verdicts of every database and workload of sum.
+func verdicts(sum *Summary) []Verdict {
+	type key struct{ db, wl string }
+	var keys []key
+	byKey := map[key][]CellResult{}
+	for _, c := range sum.Cells {
+		k := key{c.DB, workloadLabel(c.Cell)}
+		if _, ok := byKey[k]; !ok {
+			keys = append(keys, k)
+		}
+		byKey[k] = append(byKey[k], c)
+	}
+	var out []Verdict
+	for _, k := range keys {
+		v := verdict(sum, k.db, k.wl, byKey[k])
+		if len(v.Lines) > 0 {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func kindOf(strategy string) string {
+	if d := lookupStrategy(strategy); d != nil {
+		return d.Kind
+	}
+	return KindPeer
+}
+
+func verdict(sum *Summary, db, wl string, cells []CellResult) Verdict {
+	v := Verdict{DB: db, Workload: wl}
+	add := func(format string, args ...any) { v.Lines = append(v.Lines, fmt.Sprintf(format, args...)) }
+
+	// Correctness first: a lost update is the headline, not a footnote.
+	for _, c := range cells {
+		if c.Check.Status != CheckFailed {
+			continue
+		}
+		if kindOf(c.Strategy) == KindLossy {
+			add("%s (deliberately unsafe) FAILED the check at %s × %s, as it must: %s", c.Strategy, c.Contention(), plural(c.Workers, "worker"), c.Check.Detail)
+		} else {
+			add("FAILED: %s lost or invented updates at %s × %s: %s — do not use it until fixed", c.Strategy, c.Contention(), plural(c.Workers, "worker"), c.Check.Detail)
+		}
+	}
+
+	// Closed-loop points of correct toolkit strategies.
+	type pkey struct {
+		dist    string
+		rows, w int
+		theta   float64
+	}
+	points := map[pkey]*VerdictPoint{}
+	var pkeys []pkey
+	ref := map[pkey]CellResult{}
+	for _, c := range cells {
+		if c.Mode != ModeClosed || c.Status != StatusOK || c.Check.Status != CheckPassed {
+			continue
+		}
+		pk := pkey{c.Dist, c.Rows, c.Workers, c.Theta}
+		if kindOf(c.Strategy) == KindReference {
+			ref[pk] = c
+			continue
+		}
+		if kindOf(c.Strategy) != KindToolkit {
+			continue
+		}
+		p := points[pk]
+		if p == nil {
+			p = &VerdictPoint{Contention: c.Contention(), Dist: c.Dist, Rows: c.Rows, Theta: c.Theta, Workers: c.Workers}
+			if c.Dist == DistUniform {
+				p.WritersPerRow = float64(c.Workers) / float64(c.Rows)
+			}
+			points[pk] = p
+			pkeys = append(pkeys, pk)
+		}
+		p.Ranking = append(p.Ranking, Ranked{Strategy: c.Strategy, Throughput: c.Throughput, RetriesPerOp: c.RetriesPerOp, GaveUp: c.GaveUp})
+	}
+	for _, p := range points {
+		slices.SortStableFunc(p.Ranking, func(a, b Ranked) int { return cmp.Compare(b.Throughput, a.Throughput) })
+	}
+	var uni, zipf []*VerdictPoint
+	for _, pk := range pkeys {
+		p := points[pk]
+		if len(p.Ranking) == 0 {
+			continue
+		}
+		if p.Dist == DistZipf {
+			zipf = append(zipf, p)
+		} else {
+			uni = append(uni, p)
+		}
+	}
+	// Hottest first.
+	slices.SortStableFunc(uni, func(a, b *VerdictPoint) int {
+		if c := cmp.Compare(b.WritersPerRow, a.WritersPerRow); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.Workers, a.Workers)
+	})
+	slices.SortStableFunc(zipf, func(a, b *VerdictPoint) int {
+		if c := cmp.Compare(a.Workers, b.Workers); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Theta, b.Theta)
+	})
+	for _, p := range uni {
+		v.Points = append(v.Points, *p)
+	}
+	for _, p := range zipf {
+		v.Points = append(v.Points, *p)
+	}
+	if len(uni) == 0 && len(zipf) == 0 {
+		return v
+	}
+
+	describe := func(p *VerdictPoint) string {
+		best := p.Ranking[0]
+		s := fmt.Sprintf("%s (%s)", best.Strategy, ops(best.Throughput))
+		for _, r := range p.Ranking[1:min(len(p.Ranking), 4)] {
+			s += fmt.Sprintf(", %s %s slower", r.Strategy, ratio(best.Throughput, r.Throughput))
+			if r.RetriesPerOp >= 0.1 {
+				s += fmt.Sprintf(" (%.1f retries/op)", r.RetriesPerOp)
+			}
+		}
+		return s
+	}
+	if len(uni) > 0 {
+		hot, cold := uni[0], uni[len(uni)-1]
+		add("Hottest: %s × %s (%s writers per row): use %s.", hot.Contention, plural(hot.Workers, "worker"), wpr(hot.WritersPerRow), describe(hot))
+		if cold != hot {
+			add("Coldest: %s × %s (%s writers per row): %s.", cold.Contention, plural(cold.Workers, "worker"), wpr(cold.WritersPerRow), describe(cold))
+		}
+		// Rows sweep at the most common worker count: the ranges of rows
+		// over which one strategy wins.
+		if line := rangesLine(uni, "hot rows", func(p *VerdictPoint) float64 { return float64(p.Rows) }); line != "" {
+			add("%s", line)
+		}
+		if line := crossover(uni, "cas", "for-update"); line != "" {
+			add("%s", line)
+		}
+		if srv := sum.server(db); srv != nil && srv.Ceiling > 0 {
+			for _, p := range uni {
+				if p.Rows == 1 {
+					why := "PostgreSQL holds the row lock until the commit record is flushed, so hot-row commits cannot overlap their flushes"
+					if db == MariaDB {
+						why = "InnoDB releases row locks before the log flush and groups commits, so a hot row can pass this ceiling"
+					}
+					add("On the hot row (%s) the best strategy reaches %.0f%% of the durable ceiling (%s, %s): %s.",
+						plural(p.Workers, "worker"), 100*p.Ranking[0].Throughput/srv.Ceiling, ops(srv.Ceiling), srv.CeilingSource, why)
+					break
+				}
+			}
+		}
+		pk := pkey{DistUniform, hot.Rows, hot.Workers, 0}
+		if r, ok := ref[pk]; ok && hot.Ranking[0].Throughput > 0 {
+			if r.Throughput >= hot.Ranking[0].Throughput*(1-tie) {
+				add("A single UPDATE statement (single-update, the reference) does %s the best read-modify-write at the hottest point (%s): when the change fits one statement, no strategy is needed.",
+					ratio(r.Throughput, hot.Ranking[0].Throughput), ops(r.Throughput))
+			} else if r.Aborts[classNames[classDeadlock]] > 0 {
+				add("single-update (%s) is no ceiling here: its statements run in the workload's order and deadlock (%d deadlocks), while the best strategy (%s) locks in key order.",
+					ops(r.Throughput), r.Aborts[classNames[classDeadlock]], ops(hot.Ranking[0].Throughput))
+			} else {
+				add("In this run the single UPDATE (single-update, %s) was slower than the best read-modify-write (%s) at the hottest point, which it should bound from above: the run was noisy; compare on a quiet machine.",
+					ops(r.Throughput), ops(hot.Ranking[0].Throughput))
+			}
+		}
+	}
+	if len(zipf) > 0 {
+		if line := rangesLine(zipf, "Zipfian θ", func(p *VerdictPoint) float64 { return p.Theta }); line != "" {
+			add("%s", line)
+		}
+	}
+	// Operations given up: reported, never hidden.
+	type gu struct {
+		strategy string
+		n        int64
+		where    string
+	}
+	var gus []gu
+	for _, c := range cells {
+		if c.GaveUp > 0 && kindOf(c.Strategy) != KindLossy {
+			gus = append(gus, gu{c.Strategy, c.GaveUp, fmt.Sprintf("%s × %s (%s)", c.Contention(), plural(c.Workers, "worker"), c.Mode)})
+		}
+	}
+	slices.SortStableFunc(gus, func(a, b gu) int { return cmp.Compare(b.n, a.n) })
+	for i, g := range gus {
+		if i == 3 {
+			add("… and %d more cells with operations given up (see the table).", len(gus)-3)
+			break
+		}
+		add("%s gave up on %s at %s: its retry budget (the library default) ran out — raise the budget or choose a strategy that queues.", g.strategy, plural(int(g.n), "operation"), g.where)
+	}
+	if line := deadlockLine(db, cells); line != "" {
+		add("%s", line)
+	}
+	if line := openLine(cells); line != "" {
+		add("%s", line)
+	}
+	return v
+}
+
+// rangesLine groups points that share the other parameters (the most
+// common worker count) by the value x (rows or θ) and names the winner of
+// each range of x, treating a lead below tie as a tie.
+func rangesLine(points []*VerdictPoint, what string, x func(*VerdictPoint) float64) string {
+	count := map[int]int{}
+	for _, p := range points {
+		count[p.Workers]++
+	}
+	w, best := 0, 0
+	for k, n := range count {
+		if n > best || n == best && k > w {
+			w, best = k, n
+		}
+	}
+	var sweep []*VerdictPoint
+	for _, p := range points {
+		if p.Workers == w {
+			sweep = append(sweep, p)
+		}
+	}
+	if len(sweep) < 2 {
+		return ""
+	}
+	slices.SortStableFunc(sweep, func(a, b *VerdictPoint) int { return cmp.Compare(x(a), x(b)) })
+	winners := func(p *VerdictPoint) []string {
+		top := p.Ranking[0]
+		out := []string{top.Strategy}
+		for _, r := range p.Ranking[1:] {
+			if top.Throughput > 0 && r.Throughput >= top.Throughput*(1-tie) {
+				out = append(out, r.Strategy)
+			}
+		}
+		return out
+	}
+	type span struct {
+		from, to float64
+		who      []string
+	}
+	var spans []span
+	for _, p := range sweep {
+		who := winners(p)
+		if n := len(spans); n > 0 {
+			last := &spans[n-1]
+			// Same leader: extend the range; the strategies that tie it
+			// across the whole range are named with it.
+			if who[0] == last.who[0] {
+				last.to = x(p)
+				last.who = intersectKeepFirst(last.who, who)
+				continue
+			}
+		}
+		spans = append(spans, span{x(p), x(p), who})
+	}
+	num := func(v float64) string { return strings.TrimSuffix(fmt.Sprintf("%g", v), ".0") }
+	var parts []string
+	for _, s := range spans {
+		r := num(s.from)
+		if s.to != s.from {
+			r += "–" + num(s.to)
+		}
+		names := s.who[0]
+		if len(s.who) > 1 {
+			names += " (≈ " + strings.Join(s.who[1:], ", ") + " within 10%)"
+		}
+		if what == "hot rows" {
+			unit := "hot rows"
+			if s.to == 1 {
+				unit = "hot row"
+			}
+			parts = append(parts, fmt.Sprintf("%s %s → %s", r, unit, names))
+		} else {
+			parts = append(parts, fmt.Sprintf("%s %s → %s", what, r, names))
+		}
+	}
+	return fmt.Sprintf("Fastest correct strategy with %s: %s.", plural(w, "worker"), strings.Join(parts, "; "))
+}
+
+func intersectKeepFirst(a, b []string) []string {
+	out := []string{a[0]}
+	for _, s := range a[1:] {
+		if slices.Contains(b, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// crossover compares an optimistic and a pessimistic strategy across
+// writers per row: above which density the lock wins clearly, below which
+// the optimistic one is as fast.
+func crossover(points []*VerdictPoint, opt, pess string) string {
+	type pt struct{ wpr, r, retries float64 }
+	var pts []pt
+	for _, p := range points {
+		var o, q *Ranked
+		for i := range p.Ranking {
+			switch p.Ranking[i].Strategy {
+			case opt:
+				o = &p.Ranking[i]
+			case pess:
+				q = &p.Ranking[i]
+			}
+		}
+		if o == nil || q == nil || o.Throughput <= 0 {
+			continue
+		}
+		pts = append(pts, pt{p.WritersPerRow, q.Throughput / o.Throughput, o.RetriesPerOp})
+	}
+	if len(pts) < 2 {
+		return ""
+	}
+	slices.SortStableFunc(pts, func(a, b pt) int { return cmp.Compare(a.wpr, b.wpr) })
+	// M: the smallest density from which pess always wins by more than tie.
+	m := -1
+	for i := len(pts) - 1; i >= 0 && pts[i].r > 1+tie; i-- {
+		m = i
+	}
+	// N: the largest density up to which opt is always within tie or ahead.
+	n := -1
+	for i := 0; i < len(pts) && pts[i].r <= 1+tie; i++ {
+		n = i
+	}
+	var parts []string
+	if m >= 0 {
+		lo, hi := math.Inf(1), 0.0
+		for _, p := range pts[m:] {
+			lo, hi = min(lo, p.r), max(hi, p.r)
+		}
+		f := fmt.Sprintf("%.1f×", lo)
+		if hi-lo >= 0.1 {
+			f = fmt.Sprintf("%.1f–%.1f×", lo, hi)
+		}
+		parts = append(parts, fmt.Sprintf("at ≥ %s writers per row %s is %s faster than %s (%s: %.1f retries/op there)",
+			wpr(pts[m].wpr), pess, f, opt, opt, pts[len(pts)-1].retries))
+	}
+	if n >= 0 {
+		parts = append(parts, fmt.Sprintf("at ≤ %s writers per row %s is as fast (within 10%%) or faster: use it there, it holds no lock between round trips",
+			wpr(pts[n].wpr), opt))
+	}
+	if len(parts) == 0 {
+		return fmt.Sprintf("%s and %s trade places irregularly in this run: see the table.", opt, pess)
+	}
+	s := strings.Join(parts, "; ")
+	return strings.ToUpper(s[:1]) + s[1:] + "."
+}
+
+// openLine reports each strategy's p99 latency at the offered load closest
+// to 0.9 of its maximum (the knee of the hockey stick).
+func openLine(cells []CellResult) string {
+	best := map[string]CellResult{}
+	var order []string
+	for _, c := range cells {
+		if c.Mode != ModeOpen || c.Status != StatusOK || c.Latency.Count == 0 {
+			continue
+		}
+		rates, err := ParseRates(c.RateSpec)
+		if err != nil || len(rates) != 1 || rates[0].OfMax == 0 {
+			continue
+		}
+		prev, ok := best[c.Strategy]
+		if !ok {
+			order = append(order, c.Strategy)
+		}
+		if pr, _ := ParseRates(prev.RateSpec); !ok || math.Abs(rates[0].OfMax-0.9) < math.Abs(pr[0].OfMax-0.9) {
+			best[c.Strategy] = c
+		}
+	}
+	if len(order) == 0 {
+		return ""
+	}
+	var parts []string
+	var where string
+	for _, s := range order {
+		c := best[s]
+		where = fmt.Sprintf("%s × %s", c.Contention(), plural(c.Workers, "worker"))
+		parts = append(parts, fmt.Sprintf("%s p99 %.1f ms at %s of its maximum (%s offered)", s, c.Latency.P99, c.RateSpec, ops(c.Rate)))
+	}
+	return fmt.Sprintf("Open loop (%s, latency from the intended start): %s; beyond the maximum the queue, and latency, grow without bound.", where, strings.Join(parts, "; "))
+}
+
+// deadlockLine reports the strategies that met deadlocks (retried, but each
+// costs the server's detection delay).
+func deadlockLine(db string, cells []CellResult) string {
+	counts := map[string]int64{}
+	var order []string
+	for _, c := range cells {
+		if n := c.Aborts[classNames[classDeadlock]]; n > 0 && kindOf(c.Strategy) != KindLossy {
+			if counts[c.Strategy] == 0 {
+				order = append(order, c.Strategy)
+			}
+			counts[c.Strategy] += n
+		}
+	}
+	if len(order) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, s := range order {
+		parts = append(parts, fmt.Sprintf("%s %d", s, counts[s]))
+	}
+	why := "InnoDB detects them at once, but each costs a rollback and a retry"
+	if db == Postgres {
+		why = "PostgreSQL detects a deadlock only after deadlock_timeout (1 s by default), which is what sinks random-order transactions on hot rows"
+	}
+	return fmt.Sprintf("Deadlocks (retried): %s — %s; take the locks in key order (for-update, advisory and the lock strategies do).", strings.Join(parts, ", "), why)
+}
