@@ -169,16 +169,14 @@ func TestAcquireExtendRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.Quiesce() // Extend returns at quorum; the other masters follow
-	// A master that answered the acquisition after NodeTimeout (a loaded
-	// machine) was cleaned up and holds nothing: only a majority is
-	// promised, and every master that holds the lock must hold it extended.
+	// Only a majority is promised: on a loaded machine a master may answer
+	// the acquisition or the extension after NodeTimeout (it is then
+	// cleaned up, or keeps the shorter TTL), which costs nothing as long as
+	// a majority holds the extended lock.
 	extended := 0
-	for i, c := range cs {
-		switch pttl := c.PTTL(ctx, redlock.LockKey(key)).Val(); {
-		case pttl > 2*time.Second:
+	for _, c := range cs {
+		if pttl := c.PTTL(ctx, redlock.LockKey(key)).Val(); pttl > 2*time.Second {
 			extended++
-		case pttl > 0:
-			t.Fatalf("master %d holds the lock with PTTL %v after Extend(5s)", i, pttl)
 		}
 	}
 	if extended < l.Quorum() {
