@@ -34,7 +34,7 @@ var stdlibOnly = []string{
 	"", "observe", "retry", "optimistic", "upsert", "pessimistic", "fenced", "distlock", "deadlock",
 	"internal/sqlerr", "internal/handle", "internal/lease", "internal/ident", "internal/redact",
 	"optimistic/internal/cas", "upsert/internal/spec", "fenced/internal/guard", "pessimistic/internal/txn",
-	"distlock/internal/sentinel",
+	"distlock/internal/sentinel", "internal/problem",
 }
 
 // allowedDrivers says which third-party families an adapter may compile,
