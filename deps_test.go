@@ -16,16 +16,16 @@ const module = "github.com/concurkit/concurkit"
 
 // Third-party families, by import-path prefix.
 var (
-	pgx        = []string{"github.com/jackc/"}
-	mysql      = []string{"github.com/go-sql-driver/", "filippo.io/edwards25519"}
-	aws        = []string{"github.com/aws/"}
-	redis      = []string{"github.com/redis/"}
-	etcd       = []string{"go.etcd.io/", "google.golang.org/grpc"}
-	zookeeper  = []string{"github.com/go-zookeeper/"}
-	otel       = []string{"go.opentelemetry.io/"}
-	testOnly   = []string{"testing", "github.com/testcontainers/", "go.uber.org/goleak"}
-	peers      = []string{"github.com/go-redsync/", "github.com/bsm/redislock", "go.etcd.io/etcd/client/v3/concurrency", "go.etcd.io/etcd/server/"}
-	allDrivers = slices.Concat(pgx, mysql, aws, redis, etcd, zookeeper, otel)
+	pgxFamily   = []string{"github.com/jackc/"}
+	mysqlFamily = []string{"github.com/go-sql-driver/", "filippo.io/edwards25519"}
+	aws         = []string{"github.com/aws/"}
+	redis       = []string{"github.com/redis/"}
+	etcd        = []string{"go.etcd.io/", "google.golang.org/grpc"}
+	zookeeper   = []string{"github.com/go-zookeeper/"}
+	otel        = []string{"go.opentelemetry.io/"}
+	testOnly    = []string{"testing", "github.com/testcontainers/", "go.uber.org/goleak"}
+	peers       = []string{"github.com/go-redsync/", "github.com/bsm/redislock", "go.etcd.io/etcd/client/v3/concurrency", "go.etcd.io/etcd/server/"}
+	allDrivers  = slices.Concat(pgxFamily, mysqlFamily, aws, redis, etcd, zookeeper, otel)
 )
 
 // stdlibOnly are the driver-neutral cores: they may import only the standard
@@ -43,15 +43,15 @@ var allowedDrivers = []struct {
 	suffix string
 	allow  [][]string
 }{
-	{"pg", [][]string{pgx}},
-	{"mysql", [][]string{mysql}},
+	{"pg", [][]string{pgxFamily}},
+	{"mysql", [][]string{mysqlFamily}},
 	{"dynamo", [][]string{aws}},
 	{"redislock", [][]string{redis}},
 	{"redlock", [][]string{redis}},
 	{"etcdlock", [][]string{etcd}},
 	{"zklock", [][]string{zookeeper}},
 	{"dynamolock", [][]string{aws}},
-	{"pglock", [][]string{pgx}},
+	{"pglock", [][]string{pgxFamily}},
 	{"otelobserve", [][]string{otel}},
 }
 
