@@ -1,0 +1,58 @@
+package testkit_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/concurkit/concurkit/testkit"
+)
+
+// The helpers take the test's testing.TB, so these Examples show them inside
+// a test function; they compile with the package's tests but do not run
+// (testing.TB cannot be made outside a test).
+
+// A pool on a fresh schema of the test PostgreSQL (search_path set on every
+// connection), dropped when the test ends. Unreachable server: the test is
+// skipped with the command that starts the servers, or fails under CI=true.
+func ExamplePostgres() {
+	_ = func(t *testing.T) {
+		pool := testkit.Postgres(t)
+		if _, err := pool.Exec(t.Context(), "CREATE TABLE accounts (id bigint PRIMARY KEY)"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A *sql.DB on a fresh MariaDB database, dropped when the test ends.
+func ExampleMySQL() {
+	_ = func(t *testing.T) {
+		db := testkit.MySQL(t)
+		if _, err := db.ExecContext(t.Context(), "CREATE TABLE orders (id bigint PRIMARY KEY)"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A Redis client and a key prefix of the test's own; keys under the prefix
+// are deleted when the test ends.
+func ExampleRedis() {
+	_ = func(t *testing.T) {
+		rdb, prefix := testkit.Redis(t)
+		if err := rdb.Set(t.Context(), prefix+"k", "v", time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Fault tests start throwaway servers and freeze one (SIGSTOP): the server
+// keeps its sockets open and answers nothing, like a paused VM.
+func ExampleStartRedis() {
+	_ = func(t *testing.T) {
+		procs := testkit.StartRedis(t, 5) // five masters for a Redlock test
+		procs[0].Freeze(t)
+		// ... assert the lock still works with a majority, within bounds ...
+		procs[0].Thaw(t)
+		procs[1].Kill(t)
+		procs[1].Start(t) // same port, same data dir
+	}
+}
