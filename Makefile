@@ -2,8 +2,9 @@
 #
 #   make services   start every test server (scripts/services.sh up, fast profile)
 #   make test       services, go vet, gofmt, go test -race, short fuzz runs
-#   make bench      servers with durable settings, then the contention demo
-#                   (64 buyers of the last item under each strategy)
+#   make bench      servers with durable settings, then the contention benchmark
+#                   (default grid, ~2 min; results in bench-results/<timestamp>/)
+#   make bench-full the full grid (about an hour; what bench/results/ holds)
 #   make status     which servers are up
 #   make down       stop the servers started by scripts/services.sh
 #   make unit | fuzz | vet | fmt-check    single phases of `make test`
@@ -41,7 +42,7 @@ FUZZ         ?= internal/ident:FuzzPostgres internal/ident:FuzzMySQL \
 # Load the servers' endpoints (CONCURKIT_*) into the recipe's shell.
 WITH_ENV := eval "$$($(SERVICES) env)";
 
-.PHONY: services status test vet fmt-check unit fuzz bench down
+.PHONY: services status test vet fmt-check unit fuzz bench bench-full down
 
 services:
 	@$(TIMED) "services up" $(SERVICES) up --profile fast
@@ -73,9 +74,15 @@ unit: services
 fuzz: services
 	@$(WITH_ENV) $(FUZZ_RUN)
 
+BENCHFLAGS ?=
+
 bench:
 	@$(TIMED) "services up (durable)" $(SERVICES) up --profile durable
-	@$(WITH_ENV) $(TIMED) "demo" $(GO) run ./cmd/concurkit demo
+	@$(WITH_ENV) $(TIMED) "concurkit bench" $(GO) run ./cmd/concurkit bench $(BENCHFLAGS)
+
+bench-full:
+	@$(TIMED) "services up (durable)" $(SERVICES) up --profile durable
+	@$(WITH_ENV) $(TIMED) "concurkit bench --grid full" $(GO) run ./cmd/concurkit bench --grid full --out bench/results $(BENCHFLAGS)
 
 status:
 	@$(SERVICES) status
