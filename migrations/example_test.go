@@ -129,6 +129,8 @@ func ExampleObjects() {
 	// table concurkit_fences
 	// sequence concurkit_fence_token_seq
 	// sequence concurkit_lock_token_seq
+	// table concurkit_ratelimit_windows
+	// table concurkit_ratelimit_gcra
 	// history table concurkit_schema_migrations
 }
 
