@@ -59,7 +59,7 @@ func ExampleUp() {
 	}
 	version, dirty, err := migrations.Version(ctx, migrations.Postgres, dsn)
 	fmt.Println(version, dirty, err)
-	// Output: 1 false <nil>
+	// Output: 5 false <nil>
 }
 
 func ExampleDown() {
