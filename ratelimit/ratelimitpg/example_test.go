@@ -98,3 +98,33 @@ func ExampleLimiter_Reap() {
 	fmt.Println(n, err)
 	// Output: 3 <nil>
 }
+
+// Reset gives a key its full quota back, for example after an operator
+// lifted a block.
+func ExampleLimiter_Reset() {
+	ctx := context.Background()
+	conn, err := exampleConn(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer conn.Close(ctx)
+	limiter, err := ratelimitpg.New(conn, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	limit := ratelimit.Limit{Rate: 1, Period: time.Hour}
+	for range 2 {
+		d, _ := limiter.Allow(ctx, "export:tenant-7", limit)
+		fmt.Println(d.Allowed)
+	}
+	fmt.Println(limiter.Reset(ctx, "export:tenant-7"))
+	d, _ := limiter.Allow(ctx, "export:tenant-7", limit)
+	fmt.Println(d.Allowed)
+	// Output:
+	// true
+	// false
+	// <nil>
+	// true
+}
