@@ -24,7 +24,7 @@ var (
 	zookeeper   = []string{"github.com/go-zookeeper/"}
 	otel        = []string{"go.opentelemetry.io/"}
 	testOnly    = []string{"testing", "github.com/testcontainers/", "go.uber.org/goleak"}
-	peers       = []string{"github.com/go-redsync/", "github.com/bsm/redislock", "go.etcd.io/etcd/client/v3/concurrency", "go.etcd.io/etcd/server/"}
+	peers       = []string{"github.com/go-redsync/", "github.com/bsm/redislock", "go.etcd.io/etcd/client/v3/concurrency", "go.etcd.io/etcd/server/", "github.com/go-redis/redis_rate"}
 	allDrivers  = slices.Concat(pgxFamily, mysqlFamily, aws, redis, etcd, zookeeper, otel)
 )
 
@@ -35,6 +35,7 @@ var stdlibOnly = []string{
 	"internal/sqlerr", "internal/handle", "internal/lease", "internal/ident", "internal/redact",
 	"optimistic/internal/cas", "upsert/internal/spec", "fenced/internal/guard", "pessimistic/internal/txn",
 	"distlock/internal/sentinel", "internal/problem",
+	"ratelimit", "ratelimit/internal/spec",
 }
 
 // allowedDrivers says which third-party families an adapter may compile,
@@ -46,6 +47,7 @@ var allowedDrivers = []struct {
 	{"pg", [][]string{pgxFamily}},
 	{"mysql", [][]string{mysqlFamily}},
 	{"dynamo", [][]string{aws}},
+	{"redis", [][]string{redis}}, // ratelimitredis: go-redis only
 	{"redislock", [][]string{redis}},
 	{"redlock", [][]string{redis}},
 	{"etcdlock", [][]string{etcd}},

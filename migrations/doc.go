@@ -13,7 +13,10 @@
 //     (fencedpg.Admit, fencedmysql.Admit) and the token sequences
 //     concurkit_fence_token_seq (fencedpg.Sequence / fencedmysql.Sequence,
 //     the token source of distlock/redislock and redlock) and, on
-//     PostgreSQL, concurkit_lock_token_seq (distlock/pglock). Its history
+//     PostgreSQL, concurkit_lock_token_seq (distlock/pglock); on
+//     PostgreSQL only, the unlogged rate-limit tables
+//     concurkit_ratelimit_windows and concurkit_ratelimit_gcra
+//     (ratelimit/ratelimitpg, version 5). Its history
 //     table is HistoryTable, concurkit_schema_migrations. It never creates,
 //     alters or drops a table of yours. Future toolkit objects (idempotency
 //     keys, for instance) join this set as new versions.

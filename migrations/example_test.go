@@ -59,7 +59,7 @@ func ExampleUp() {
 	}
 	version, dirty, err := migrations.Version(ctx, migrations.Postgres, dsn)
 	fmt.Println(version, dirty, err)
-	// Output: 1 false <nil>
+	// Output: 5 false <nil>
 }
 
 func ExampleDown() {
@@ -129,6 +129,8 @@ func ExampleObjects() {
 	// table concurkit_fences
 	// sequence concurkit_fence_token_seq
 	// sequence concurkit_lock_token_seq
+	// table concurkit_ratelimit_windows
+	// table concurkit_ratelimit_gcra
 	// history table concurkit_schema_migrations
 }
 

@@ -29,5 +29,8 @@ func Objects(d Dialect) ([]Object, error) {
 		fences,
 		{"sequence", DefaultFenceSequence, "fencing tokens for distlock/redislock and redlock (fencedpg.Sequence)"},
 		{"sequence", DefaultLockSequence, "fencing tokens of distlock/pglock"},
+		// 0005, PostgreSQL only: MariaDB users of package ratelimit use Redis.
+		{"table", "concurkit_ratelimit_windows", "fixed-window counters of ratelimitpg (unlogged)"},
+		{"table", "concurkit_ratelimit_gcra", "GCRA arrival times of ratelimitpg (unlogged)"},
 	}, nil
 }
