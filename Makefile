@@ -37,7 +37,8 @@ FUZZ         ?= internal/ident:FuzzPostgres internal/ident:FuzzMySQL \
                 pessimistic/pessimisticpg:FuzzLockClause pessimistic/pessimisticpg:FuzzClaimSQL \
                 pessimistic/pessimisticmysql:FuzzLockClause pessimistic/pessimisticmysql:FuzzClaimSQL \
                 fenced/fencedpg:FuzzGuardSQL fenced/fencedmysql:FuzzGuardSQL \
-                deadlock:FuzzLockManager deadlock:FuzzSimulate
+                deadlock:FuzzLockManager deadlock:FuzzSimulate \
+                ratelimit/internal/spec:FuzzModel
 
 # Load the servers' endpoints (CONCURKIT_*) into the recipe's shell.
 WITH_ENV := eval "$$($(SERVICES) env)";
