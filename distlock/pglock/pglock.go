@@ -128,7 +128,7 @@ FROM (SELECT current_setting('idle_session_timeout') AS prev OFFSET 0) AS s`
 	sqlExtend = `SELECT set_config('idle_session_timeout', $1, false)`
 	// Unlock and restore the session's own idle_session_timeout ($2, read
 	// by sqlTryLock) in one statement.
-	sqlUnlock = `SELECT pg_advisory_unlock($1), set_config('idle_session_timeout', $2, false)`
+	sqlUnlock    = `SELECT pg_advisory_unlock($1), set_config('idle_session_timeout', $2, false)`
 	sqlCreateSeq = `CREATE SEQUENCE IF NOT EXISTS %s AS bigint MINVALUE 1`
 	pgUndefined  = "42P01" // undefined_table: the sequence does not exist
 )
