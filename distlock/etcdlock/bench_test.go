@@ -15,7 +15,7 @@ import (
 )
 
 // BenchmarkAcquireRelease measures one uncontended acquire+release round
-// (grant, put+read txn, revoke: 3 round trips) and
+// (put+read txn, delete: 2 round trips on the Locker's session lease) and
 // reports the median and p99 latency.
 func BenchmarkAcquireRelease(b *testing.B) {
 	c, prefix := testkit.Etcd(b)

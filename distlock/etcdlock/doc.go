@@ -1,11 +1,19 @@
-// Package etcdlock implements distlock.Locker on etcd v3 with one lease and
-// one key per contender, in the manner of etcd's concurrency.Mutex but
-// without its always-on keep-alive session:
+// Package etcdlock implements distlock.Locker on etcd v3 with one key per
+// contender on a session lease, in the manner of etcd's concurrency.Mutex
+// but without its always-on keep-alive goroutine:
 //
-//   - Acquire grants a fresh etcd lease (TTL rounded up to whole seconds)
-//     and, in one transaction, puts <prefix><escaped key>/<lease id>
-//     attached to it and reads the key with the lowest CreateRevision under
-//     <prefix><escaped key>/. If that is ours, the lock is held.
+//   - The acquisitions of one Locker that ask for the same TTL (in whole
+//     seconds) share a session: one etcd lease, granted on first use,
+//     renewed by the acquisitions themselves (when its last renewal is
+//     older than a tenth of their validity), by Extend and by waiting
+//     contenders, and left to expire on the server when unused. Granting
+//     and revoking a lease per acquisition would cost two more raft writes
+//     than the lock itself.
+//   - Acquire, in one transaction, puts <prefix><escaped key>/<session
+//     lease id>-<n> (n counts the session's keys, so each acquisition has
+//     a key of its own) attached to the session's lease and reads the key
+//     with the lowest CreateRevision under <prefix><escaped key>/. If that
+//     is ours, the lock is held.
 //   - Otherwise it waits, one watch at a time, for the deletion of the last
 //     key created before ours (no herd), keeping its own lease alive while
 //     waiting.
@@ -75,16 +83,21 @@
 //
 // # Release and cleanup
 //
-// Release revokes the lease, which deletes only keys attached to it: it can
-// never delete a successor's lock. The revocation is bounded by the
-// deadline of the context it runs with and by the request timeout (also
-// when that context has none); if etcd does not answer in time, the key
-// goes with the lease when its TTL runs out. A lease per acquisition also
-// makes a lost response harmless: cleanup revokes the lease whether or not
-// the put was applied. The cleanup of an abandoned acquisition runs in the
-// background (bounded by the request timeout), so Acquire returns as soon
-// as its context ends; the Locker's next attempt on the same key waits for
-// it, so it never queues behind its own leftover.
+// Release deletes the lease's own key (its name is unique to the
+// acquisition: it can never delete a successor's lock), not the session's
+// lease. The deletion is bounded by the deadline of the context it runs
+// with and by the request timeout (also when that context has none). A
+// lease that is lost or expires has its key deleted too, in the
+// background: its session may live on, renewed by other holders. The
+// cleanup of an abandoned acquisition (a lost response leaves the put
+// unknown: deleting the key covers both) runs in the background (bounded
+// by the request timeout), so Acquire returns as soon as its context ends;
+// the Locker's next attempt on the same key waits for it, so it never
+// queues behind its own leftover. If any of these deletions fails (etcd
+// unreachable), the session is killed: every lease on it is lost and it is
+// never renewed again, so whatever key is left goes with its lease after
+// the TTL. Likewise a session found gone on the server (expired while the
+// process was paused, revoked) ends every lease on it.
 //
 // # Use
 //

@@ -53,7 +53,8 @@ const MaxKeyLen = 1024
 // concurkit.ErrInvalidArgument). New copies it.
 type Config struct {
 	// Prefix is prepended to every lock key: the keys of the contenders
-	// for key k are <Prefix><url.PathEscape(k)>/<lease id in hex>.
+	// for key k are <Prefix><url.PathEscape(k)>/<session lease id in
+	// hex>-<n in hex>.
 	// Default DefaultPrefix ("/concurkit/locks/").
 	Prefix string
 	// RequestTimeout bounds every etcd request the Locker sends, on top of
@@ -92,7 +93,145 @@ type Locker struct {
 	cleanup time.Duration
 
 	mu       sync.Mutex
-	cleanups map[string]*cleanup // pending revocations by key prefix
+	cleanups map[string]*cleanup // pending deletions by key prefix
+	sessions map[int64]*session  // by requested TTL in seconds
+}
+
+// session is one etcd lease shared by the acquisitions of a Locker that
+// ask for the same TTL in whole seconds, as concurrency.Session is under
+// concurrency.Mutex: granting and revoking an etcd lease per acquisition
+// costs two raft writes, as much as the lock itself. Each acquisition puts
+// a key of its own (<lease id>-<n>) attached to the session's lease and
+// deletes that key, not the lease, when it ends. Nothing renews a session
+// in the background: acquisitions renew it when its last renewal is older
+// than a tenth of their validity, Extend and waiting contenders renew it,
+// and an unused session expires on the server after its TTL. A lease's
+// local validity counts from the session's last renewal before it (the
+// server keeps the session's keys at least that long). A session that is
+// found gone (expired on the server, revoked) or whose key cleanup failed
+// (a key of ours might be left on a lease kept alive by other holders) is
+// killed: every lease on it is lost and it is never renewed again, so
+// whatever is left of it expires with its TTL.
+type session struct {
+	id      clientv3.LeaseID
+	granted time.Duration
+	n       atomic.Uint64 // lock keys made on it
+
+	mu      sync.Mutex
+	renewed time.Time // local time just before the latest successful grant or renewal was sent
+	dead    bool
+	leases  map[*lease.Lease]struct{}
+}
+
+// lastRenewed returns the session's latest renewal and whether it is
+// still alive.
+func (s *session) lastRenewed() (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.renewed, !s.dead
+}
+
+// renew records a successful renewal sent at at.
+func (s *session) renew(at time.Time) {
+	s.mu.Lock()
+	if at.After(s.renewed) {
+		s.renewed = at
+	}
+	s.mu.Unlock()
+}
+
+// kill ends a session: it is never used or renewed again, and every lease
+// on it is lost with cause err.
+func (l *Locker) kill(s *session, err error) {
+	l.mu.Lock()
+	for k, v := range l.sessions {
+		if v == s {
+			delete(l.sessions, k)
+		}
+	}
+	l.mu.Unlock()
+	s.mu.Lock()
+	s.dead = true
+	leases := make([]*lease.Lease, 0, len(s.leases))
+	for ls := range s.leases {
+		leases = append(leases, ls)
+	}
+	s.mu.Unlock()
+	for _, ls := range leases {
+		ls.Lost(err)
+	}
+}
+
+// errSessionGone is the cause of the leases of a session whose etcd lease
+// the server no longer has.
+func errSessionGone(id clientv3.LeaseID) error {
+	return fmt.Errorf("%w: etcdlock: session lease %x not found", distlock.ErrLeaseLost, int64(id))
+}
+
+// session returns a live session for TTL secs, renewed no longer than
+// validity/10 ago, granting one if needed, and the time of its latest
+// renewal.
+func (l *Locker) session(ctx context.Context, secs int64, validity time.Duration) (*session, error) {
+	l.mu.Lock()
+	s := l.sessions[secs]
+	l.mu.Unlock()
+	if s != nil {
+		renewed, alive := s.lastRenewed()
+		if alive && time.Since(renewed) <= validity/10 {
+			return s, nil
+		}
+		if alive {
+			at := time.Now()
+			rctx, cancel := l.renewal(ctx, validity)
+			_, err := l.c.KeepAliveOnce(rctx, s.id)
+			cancel()
+			switch {
+			case err == nil:
+				s.renew(at)
+				return s, nil
+			case !errors.Is(err, rpctypes.ErrLeaseNotFound):
+				return nil, fmt.Errorf("etcdlock: renew session lease: %w", err)
+			}
+			l.kill(s, errSessionGone(s.id))
+		}
+	}
+	start := time.Now()
+	rctx, cancel := l.rpc(ctx)
+	g, err := l.c.Grant(rctx, secs)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("etcdlock: grant lease: %w", err)
+	}
+	if g.TTL <= 0 || g.TTL > int64(MaxTTL/time.Second) {
+		l.revokeLater(ctx, g.ID)
+		return nil, fmt.Errorf("etcdlock: grant lease: server granted TTL %d s for %d s", g.TTL, secs)
+	}
+	// The server may raise a TTL (to its minimum) but the leases' local
+	// validity never exceeds what it granted.
+	s = &session{id: g.ID, granted: time.Duration(g.TTL) * time.Second, renewed: start, leases: map[*lease.Lease]struct{}{}}
+	l.mu.Lock()
+	if old := l.sessions[secs]; old != nil {
+		if _, alive := old.lastRenewed(); alive {
+			// Another acquisition granted one meanwhile: use that, and
+			// let ours expire unused.
+			l.mu.Unlock()
+			l.revokeLater(ctx, g.ID)
+			return old, nil
+		}
+	}
+	l.sessions[secs] = s
+	l.mu.Unlock()
+	return s, nil
+}
+
+// revokeLater revokes an unused etcd lease in the background (bounded by
+// the request timeout); if that fails, it expires by its TTL.
+func (l *Locker) revokeLater(ctx context.Context, id clientv3.LeaseID) {
+	go func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout)
+		defer cancel()
+		_, _ = l.c.Revoke(rctx, id)
+	}()
 }
 
 // cleanup counts the background revocations of abandoned acquisitions of
@@ -129,7 +268,7 @@ func New(client Client, cfg *Config) (*Locker, error) {
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = DefaultRequestTimeout
 	}
-	return &Locker{c: client, prefix: c.Prefix, timeout: c.RequestTimeout, cleanup: c.CleanupTimeout, cleanups: make(map[string]*cleanup)}, nil
+	return &Locker{c: client, prefix: c.Prefix, timeout: c.RequestTimeout, cleanup: c.CleanupTimeout, cleanups: make(map[string]*cleanup), sessions: make(map[int64]*session)}, nil
 }
 
 // check rejects a nil Locker or one not made by New, before any I/O.
@@ -270,83 +409,90 @@ func (l *Locker) acquire(ctx context.Context, key string, opts *distlock.Options
 	}
 }
 
-// attempt is one acquisition: a fresh etcd lease and key, then the wait
-// (which sets *waited).
-func (l *Locker) attempt(ctx context.Context, key, pfx string, o distlock.Options, try bool, waited *bool) (_ distlock.Lease, err error) {
-	secs := ttlSeconds(o.TTL)
-	start := time.Now()
-	rctx, cancel := l.rpc(ctx)
-	g, err := l.c.Grant(rctx, secs)
-	cancel()
-	if err != nil {
-		return nil, fmt.Errorf("etcdlock: grant lease: %w", err)
+// attempt is one acquisition: a key of its own on the session for its
+// TTL, then the wait (which sets *waited). A session found gone on the
+// server is replaced once.
+func (l *Locker) attempt(ctx context.Context, key, pfx string, o distlock.Options, try bool, waited *bool) (distlock.Lease, error) {
+	for i := 0; ; i++ {
+		ls, s, err := l.attemptOn(ctx, key, pfx, o, try, waited)
+		if i == 0 && s != nil && errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			l.kill(s, errSessionGone(s.id))
+			continue
+		}
+		return ls, err
 	}
-	id := g.ID
+}
+
+func (l *Locker) attemptOn(ctx context.Context, key, pfx string, o distlock.Options, try bool, waited *bool) (_ distlock.Lease, _ *session, err error) {
+	secs := ttlSeconds(o.TTL)
+	s, err := l.session(ctx, secs, o.TTL)
+	if err != nil {
+		return nil, nil, err
+	}
+	validity := min(o.TTL, s.granted)
+	id := s.id
+	// Unique per acquisition: two acquisitions on one session never share
+	// a key (concurrency.Mutex would treat a second Lock on its session as
+	// already held).
+	myKey := pfx + strconv.FormatInt(int64(id), 16) + "-" + strconv.FormatUint(s.n.Add(1), 16)
 	defer func() {
-		if err != nil { // the put may or may not have been applied: revoking covers both
-			l.revokeAbandoned(ctx, pfx, id)
+		if err != nil { // the put may or may not have been applied: deleting covers both
+			l.deleteAbandoned(ctx, pfx, s, myKey)
 		}
 	}()
-	if g.TTL <= 0 || g.TTL > int64(MaxTTL/time.Second) {
-		return nil, fmt.Errorf("etcdlock: grant lease: server granted TTL %d s for %d s", g.TTL, secs)
-	}
-	// The server may raise a TTL (to its minimum) but the lease's local
-	// validity never exceeds what the server granted.
-	granted := time.Duration(g.TTL) * time.Second
-	validity := min(o.TTL, granted)
-	myKey := pfx + strconv.FormatInt(int64(id), 16)
-	rctx, cancel = l.rpc(ctx)
+	rctx, cancel := l.rpc(ctx)
 	resp, err := l.c.Txn(rctx).Then(
 		clientv3.OpPut(myKey, "", clientv3.WithLease(id)),
 		clientv3.OpGet(pfx, append(clientv3.WithFirstCreate(), clientv3.WithPrefix())...),
 	).Commit()
 	cancel()
 	if err != nil {
-		return nil, fmt.Errorf("etcdlock: put lock key: %w", err)
+		return nil, s, fmt.Errorf("etcdlock: put lock key: %w", err)
 	}
 	myRev := resp.Header.Revision
 	if myRev <= 1 { // revision 1 is the empty store: a put makes it at least 2
-		return nil, fmt.Errorf("etcdlock: put lock key: implausible revision %d", myRev)
+		return nil, s, fmt.Errorf("etcdlock: put lock key: implausible revision %d", myRev)
 	}
 	owner := resp.Responses[1].GetResponseRange().Kvs
 	if len(owner) == 1 && owner[0].CreateRevision == myRev {
 		// No wait: our put is the first key, created at the txn's revision.
-		return l.newLease(observe.FromContext(ctx), key, myKey, id, fenced.Token(myRev), validity, granted, o.AutoExtend, start)
+		ls, err := l.newLease(observe.FromContext(ctx), key, myKey, s, fenced.Token(myRev), validity, o.AutoExtend)
+		return ls, s, err
 	}
 	if try {
-		return nil, distlock.ErrNotAcquired
+		return nil, s, distlock.ErrNotAcquired
 	}
 	*waited = true
-	// renewed is the local time just before the server last granted or
-	// renewed our lease: the validity of the lease counts from there.
-	renewed := start
-	token, err := l.waitTurn(ctx, pfx, myKey, myRev, id, validity, &renewed)
+	token, err := l.waitTurn(ctx, pfx, myKey, myRev, s, validity)
 	if err != nil {
-		return nil, err
+		return nil, s, err
 	}
-	if time.Since(renewed) > validity/2 { // e.g. a stalled process: renew before handing out the lease
+	if renewed, _ := s.lastRenewed(); time.Since(renewed) > validity/2 { // e.g. a stalled process: renew before handing out the lease
 		at := time.Now()
 		rctx, cancel := l.renewal(ctx, validity)
 		_, err := l.c.KeepAliveOnce(rctx, id)
 		cancel()
 		if err != nil {
 			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-				return nil, lostWhileWaiting(id, start)
+				l.kill(s, errSessionGone(id))
+				return nil, nil, lostWhileWaiting(id)
 			}
-			return nil, fmt.Errorf("etcdlock: renew lease: %w", err)
+			return nil, s, fmt.Errorf("etcdlock: renew lease: %w", err)
 		}
-		renewed = at
+		s.renew(at)
 	}
-	return l.newLease(observe.FromContext(ctx), key, myKey, id, token, validity, granted, o.AutoExtend, renewed)
+	ls, err := l.newLease(observe.FromContext(ctx), key, myKey, s, token, validity, o.AutoExtend)
+	return ls, s, err
 }
 
-// revokeAbandoned revokes the lease of a failed or abandoned attempt in
-// the background, bounded by the request timeout and detached from the
+// deleteAbandoned deletes the lock key of a failed or abandoned attempt
+// in the background, bounded by the request timeout and detached from the
 // caller's cancellation, and waits for it while ctx lasts: a cancelled
 // Acquire returns at once even if etcd does not answer, and the Locker's
-// next attempt on the key waits for the revocation instead (waitCleanups).
-// If it never succeeds, the key goes with the lease after its TTL.
-func (l *Locker) revokeAbandoned(ctx context.Context, pfx string, id clientv3.LeaseID) {
+// next attempt on the key waits for the deletion instead (waitCleanups).
+// If the deletion fails the session is killed, so that the key goes with
+// the session's lease after its TTL instead of living on with it.
+func (l *Locker) deleteAbandoned(ctx context.Context, pfx string, s *session, key string) {
 	l.mu.Lock()
 	c := l.cleanups[pfx]
 	if c == nil {
@@ -359,8 +505,11 @@ func (l *Locker) revokeAbandoned(ctx context.Context, pfx string, id clientv3.Le
 	go func() {
 		defer close(done)
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout)
-		_, _ = l.c.Revoke(rctx, id)
+		_, err := l.c.Delete(rctx, key)
 		cancel()
+		if err != nil {
+			l.kill(s, fmt.Errorf("%w: etcdlock: cleanup of %s failed: %w", distlock.ErrLeaseLost, key, err))
+		}
 		l.mu.Lock()
 		if c.n--; c.n == 0 {
 			close(c.done)
@@ -375,7 +524,7 @@ func (l *Locker) revokeAbandoned(ctx context.Context, pfx string, id clientv3.Le
 }
 
 // waitCleanups waits until no abandoned attempt of this Locker on the key
-// with prefix pfx is still being revoked, or ctx ends; if it has to wait,
+// with prefix pfx is still being deleted, or ctx ends; if it has to wait,
 // it sets *waited.
 func (l *Locker) waitCleanups(ctx context.Context, pfx string, waited *bool) error {
 	l.mu.Lock()
@@ -405,8 +554,8 @@ func (l *Locker) waitCleanups(ctx context.Context, pfx string, waited *bool) err
 // request timeout, can reach another member. A read or renewal that fails
 // transiently is retried at the next renewal; if renewals keep failing,
 // the lease expires and the next successful read reports it lost.
-func (l *Locker) waitTurn(ctx context.Context, pfx, myKey string, myRev int64, id clientv3.LeaseID, validity time.Duration, renewed *time.Time) (fenced.Token, error) {
-	granted := *renewed
+func (l *Locker) waitTurn(ctx context.Context, pfx, myKey string, myRev int64, s *session, validity time.Duration) (fenced.Token, error) {
+	id := s.id
 	renew := time.NewTicker(max(validity/3, 300*time.Millisecond))
 	defer renew.Stop()
 	preds := append(clientv3.WithLastCreate(), clientv3.WithPrefix(), clientv3.WithMaxCreateRev(myRev-1))
@@ -431,14 +580,14 @@ func (l *Locker) waitTurn(ctx context.Context, pfx, myKey string, myRev int64, i
 			}
 			pred = before[0]
 		}
-		if err := l.waitDelete(ctx, pred, id, validity, renew.C, granted, renewed); err != nil {
+		if err := l.waitDelete(ctx, pred, s, validity, renew.C); err != nil {
 			return 0, err
 		}
 	}
 }
 
-func lostWhileWaiting(id clientv3.LeaseID, granted time.Time) error {
-	return fmt.Errorf("%w: etcdlock: lease %x (granted %v ago) expired while waiting", distlock.ErrLeaseLost, int64(id), time.Since(granted).Round(time.Millisecond))
+func lostWhileWaiting(id clientv3.LeaseID) error {
+	return fmt.Errorf("%w: etcdlock: session lease %x expired while waiting", distlock.ErrLeaseLost, int64(id))
 }
 
 // waitDelete waits until pred is deleted or the next renewal of lease id
@@ -448,7 +597,7 @@ func lostWhileWaiting(id clientv3.LeaseID, granted time.Time) error {
 // watch from an older revision is caught up by a loop that runs every 100
 // ms); once the watch is live, the key is read again to catch a deletion
 // that happened before.
-func (l *Locker) waitDelete(ctx context.Context, pred *mvccpb.KeyValue, id clientv3.LeaseID, validity time.Duration, renew <-chan time.Time, granted time.Time, renewed *time.Time) error {
+func (l *Locker) waitDelete(ctx context.Context, pred *mvccpb.KeyValue, s *session, validity time.Duration, renew <-chan time.Time) error {
 	var wch clientv3.WatchChan
 	if pred != nil {
 		wctx, cancel := context.WithCancel(ctx)
@@ -460,15 +609,19 @@ func (l *Locker) waitDelete(ctx context.Context, pred *mvccpb.KeyValue, id clien
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-renew:
+			if _, alive := s.lastRenewed(); !alive {
+				return lostWhileWaiting(s.id)
+			}
 			at := time.Now()
 			rctx, cancel := l.renewal(ctx, validity)
-			_, err := l.c.KeepAliveOnce(rctx, id)
+			_, err := l.c.KeepAliveOnce(rctx, s.id)
 			cancel()
 			switch {
 			case err == nil:
-				*renewed = at
+				s.renew(at)
 			case errors.Is(err, rpctypes.ErrLeaseNotFound):
-				return lostWhileWaiting(id, granted)
+				l.kill(s, errSessionGone(s.id))
+				return lostWhileWaiting(s.id)
 			case ctx.Err() != nil:
 				return ctx.Err()
 			case !transient(err):
@@ -500,10 +653,15 @@ func (l *Locker) waitDelete(ctx context.Context, pred *mvccpb.KeyValue, id clien
 }
 
 // newLease hands out the lease: its local validity (at most what the
-// server granted) counts from start, the local time just before the
-// server last granted or renewed the etcd lease.
-func (l *Locker) newLease(hooks *observe.Hooks, key, myKey string, id clientv3.LeaseID, token fenced.Token, validity, granted time.Duration, autoExtend bool, start time.Time) (distlock.Lease, error) {
+// server granted) counts from the session's latest renewal, which the
+// server's lease outlives.
+func (l *Locker) newLease(hooks *observe.Hooks, key, myKey string, s *session, token fenced.Token, validity time.Duration, autoExtend bool) (distlock.Lease, error) {
 	var self atomic.Pointer[lease.Lease] // set once New returns
+	renewed, alive := s.lastRenewed()
+	if !alive {
+		return nil, errSessionGone(s.id)
+	}
+	id, granted := s.id, s.granted
 	ls, err := lease.New(lease.Config{
 		Package:        pkg,
 		Hooks:          hooks,
@@ -511,12 +669,15 @@ func (l *Locker) newLease(hooks *observe.Hooks, key, myKey string, id clientv3.L
 		Key:            key,
 		Token:          token,
 		TTL:            validity, // <= granted: the context ends before the server's lease
-		Start:          start,
+		Start:          renewed,
 		AutoExtend:     autoExtend,
 		Backend: lease.Backend{
 			Extend: func(ctx context.Context, ttl time.Duration) error {
 				if ttl > granted {
 					return fmt.Errorf("%w: etcdlock: Extend ttl %v exceeds the lease's granted TTL %v", concurkit.ErrInvalidArgument, ttl, granted)
+				}
+				if _, alive := s.lastRenewed(); !alive {
+					return fmt.Errorf("%w: etcdlock: session lease %x ended", distlock.ErrLeaseLost, int64(id))
 				}
 				rctx, cancel := l.renewal(ctx, ttl)
 				defer cancel()
@@ -528,26 +689,37 @@ func (l *Locker) newLease(hooks *observe.Hooks, key, myKey string, id clientv3.L
 						defer cancelDL()
 					}
 				}
+				at := time.Now()
 				if _, err := l.c.KeepAliveOnce(rctx, id); err != nil {
 					if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-						return fmt.Errorf("%w: etcdlock: lease %x not found", distlock.ErrLeaseLost, int64(id))
+						err := errSessionGone(id)
+						l.kill(s, err)
+						return err
 					}
 					return fmt.Errorf("etcdlock: extend: %w", err)
 				}
+				s.renew(at)
 				return nil
 			},
 			Release: func(ctx context.Context) error {
+				if ls := self.Load(); ls != nil {
+					s.mu.Lock()
+					delete(s.leases, ls)
+					s.mu.Unlock()
+				}
 				// Bounded by the context's deadline and the request timeout
-				// (also when the context has no deadline); if etcd does not
-				// answer in time, the key goes with the lease after its TTL.
+				// (also when the context has no deadline). Our key's name is
+				// ours alone: deleting it never touches a successor's.
 				rctx, cancel := l.rpc(ctx)
 				defer cancel()
-				// Revoking deletes only keys attached to our lease.
-				if _, err := l.c.Revoke(rctx, id); err != nil {
-					if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-						return fmt.Errorf("%w: etcdlock: lease %x not found", distlock.ErrLeaseLost, int64(id))
-					}
-					return fmt.Errorf("etcdlock: revoke lease %x: %w", int64(id), err)
+				resp, err := l.c.Delete(rctx, myKey)
+				if err != nil {
+					// The key may be left on a lease that others keep alive.
+					l.kill(s, fmt.Errorf("%w: etcdlock: delete of %s failed: %w", distlock.ErrLeaseLost, myKey, err))
+					return fmt.Errorf("etcdlock: delete lock key %s: %w", myKey, err)
+				}
+				if resp.Deleted == 0 {
+					return fmt.Errorf("%w: etcdlock: lock key %s already gone", distlock.ErrLeaseLost, myKey)
 				}
 				return nil
 			},
@@ -557,7 +729,16 @@ func (l *Locker) newLease(hooks *observe.Hooks, key, myKey string, id clientv3.L
 		return nil, err
 	}
 	self.Store(ls)
-	go l.watch(ls, myKey, id, int64(token))
+	s.mu.Lock()
+	dead := s.dead
+	if !dead {
+		s.leases[ls] = struct{}{}
+	}
+	s.mu.Unlock()
+	if dead {
+		ls.Lost(errSessionGone(id))
+	}
+	go l.watch(ls, s, myKey, int64(token))
 	return ls, nil
 }
 
@@ -565,8 +746,26 @@ func (l *Locker) newLease(hooks *observe.Hooks, key, myKey string, id clientv3.L
 // on the server, or the key deleted by someone else). If the watch breaks
 // and its revision has been compacted meanwhile, the key is re-read: still
 // there on our lease means still held, and watching resumes from there.
-func (l *Locker) watch(ls *lease.Lease, myKey string, id clientv3.LeaseID, createRev int64) {
+func (l *Locker) watch(ls *lease.Lease, s *session, myKey string, createRev int64) {
 	ctx := ls.Context()
+	id := s.id
+	defer func() {
+		s.mu.Lock()
+		delete(s.leases, ls)
+		s.mu.Unlock()
+		if errors.Is(context.Cause(ctx), distlock.ErrReleased) {
+			return // Release deletes the key
+		}
+		// Lost or expired while its session may live on (other holders
+		// renew it): the key must not outlive the lease. If the delete
+		// fails, the session dies with it.
+		rctx, cancel := context.WithTimeout(context.Background(), l.timeout)
+		_, err := l.c.Delete(rctx, myKey)
+		cancel()
+		if err != nil {
+			l.kill(s, fmt.Errorf("%w: etcdlock: cleanup of %s failed: %w", distlock.ErrLeaseLost, myKey, err))
+		}
+	}()
 	var clientCtx context.Context
 	if c, ok := l.c.(interface{ Ctx() context.Context }); ok {
 		clientCtx = c.Ctx()

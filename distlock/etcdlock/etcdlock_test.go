@@ -76,14 +76,16 @@ func TestTTLExpiry(t *testing.T) {
 // ends; the waiter must not return a lock it does not hold.
 func TestWaiterLeaseLost(t *testing.T) {
 	c, prefix := testkit.Etcd(t)
-	l := newLocker(t, c, prefix)
+	// The waiter has a Locker of its own: the leases of one Locker share
+	// a session (etcd lease), and revoking it would end the holder's too.
+	l, lw := newLocker(t, c, prefix), newLocker(t, c, prefix)
 	la, err := l.Acquire(t.Context(), "k", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := make(chan error, 1)
 	go func() {
-		ls, err := l.Acquire(t.Context(), "k", nil)
+		ls, err := lw.Acquire(t.Context(), "k", nil)
 		if err == nil {
 			ls.Release(context.Background())
 		}
@@ -154,5 +156,66 @@ func TestKeyDeleted(t *testing.T) {
 	}
 	if err := ls.Release(t.Context()); !errors.Is(err, distlock.ErrLeaseLost) {
 		t.Fatalf("Release = %v", err)
+	}
+}
+
+// TestSessionReuse: the acquisitions of one Locker with the same TTL put
+// their keys on one etcd lease (no grant and revoke per acquisition, as
+// concurrency.Mutex on a Session); Release deletes the key, not the lease;
+// a lost session ends every lease on it.
+func TestSessionReuse(t *testing.T) {
+	c, prefix := testkit.Etcd(t)
+	l := newLocker(t, c, prefix)
+	leaseOf := func(key string) clientv3.LeaseID {
+		t.Helper()
+		resp, err := c.Get(t.Context(), prefix+key+"/", clientv3.WithPrefix())
+		if err != nil || len(resp.Kvs) != 1 {
+			t.Fatalf("keys under %s: %v %v", key, resp, err)
+		}
+		return clientv3.LeaseID(resp.Kvs[0].Lease)
+	}
+	a, err := l.Acquire(t.Context(), "a", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := l.Acquire(t.Context(), "b", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := leaseOf("a")
+	if leaseOf("b") != id {
+		t.Fatalf("two acquisitions of one Locker on leases %x and %x, want one session", leaseOf("b"), id)
+	}
+	if err := b.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if ttl, err := c.TimeToLive(t.Context(), id); err != nil || ttl.TTL <= 0 {
+		t.Fatalf("session lease after Release: %v %v, want it alive", ttl, err)
+	}
+	if err := a.Context().Err(); err != nil {
+		t.Fatalf("releasing b ended a: %v", context.Cause(a.Context()))
+	}
+	// Revoking the session's lease deletes every key on it.
+	if _, err := c.Revoke(t.Context(), id); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-a.Context().Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("lease not lost after its session was revoked")
+	}
+	if err := a.Release(t.Context()); !errors.Is(err, distlock.ErrLeaseLost) {
+		t.Fatalf("Release after the session was revoked = %v, want ErrLeaseLost", err)
+	}
+	// The next acquisition finds the session gone and starts another.
+	next, err := l.Acquire(t.Context(), "a", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if leaseOf("a") == id {
+		t.Fatal("new acquisition on the revoked session")
+	}
+	if err := next.Release(t.Context()); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -170,6 +170,39 @@ func TestConnectionReuse(t *testing.T) {
 	}
 }
 
+// TestRestoresIdleTimeout: Release puts back the session's own
+// idle_session_timeout (here one the application SET on the connection),
+// read by the acquiring statement itself, rather than the server default
+// from pg_settings (a view that costs the server ~1 ms per unlock).
+func TestRestoresIdleTimeout(t *testing.T) {
+	p, err := pgxpool.New(t.Context(), pgURL(t)+"&pool_max_conns=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if _, err := p.Exec(t.Context(), "SET idle_session_timeout = '1h'"); err != nil {
+		t.Fatal(err)
+	}
+	l, err := pglock.New(p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lz, err := l.Acquire(t.Context(), distlocktest.Key(t), &distlock.Options{TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lz.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	var timeout string
+	if err := p.QueryRow(t.Context(), "SELECT current_setting('idle_session_timeout')").Scan(&timeout); err != nil {
+		t.Fatal(err)
+	}
+	if timeout != "1h" {
+		t.Fatalf("idle_session_timeout after Release = %q, want the connection's own 1h", timeout)
+	}
+}
+
 func TestNewBadInput(t *testing.T) {
 	if _, err := pglock.New(nil, nil); !errors.Is(err, concurkit.ErrInvalidArgument) || !strings.Contains(err.Error(), "pglock: nil pool") {
 		t.Fatalf("New(nil) = %v", err)

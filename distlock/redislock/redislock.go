@@ -257,17 +257,18 @@ func (l *Locker) try(ctx context.Context, key string, keys redisnode.Keys, o dis
 }
 
 func (l *Locker) newLease(hooks *observe.Hooks, key string, keys redisnode.Keys, tok fenced.Token, value string, o distlock.Options, start time.Time) (*lease.Lease, error) {
-	// The lease's own cleanup bound stays distlock.DefaultCleanupTimeout:
-	// the Release callback bounds its requests by Config.CleanupTimeout.
 	return lease.New(lease.Config{
-		Package:    pkg,
-		Hooks:      hooks,
-		Key:        key,
-		Token:      tok,
-		TTL:        o.TTL,
-		Start:      start,
-		Margin:     l.margin(o.TTL),
-		AutoExtend: o.AutoExtend,
+		Package: pkg,
+		Hooks:   hooks,
+		Key:     key,
+		Token:   tok,
+		TTL:     o.TTL,
+		Start:   start,
+		Margin:  l.margin(o.TTL),
+		// The lease bounds Release's cleanup by Config.CleanupTimeout
+		// itself: one deadline (one timer) for the whole cleanup.
+		CleanupTimeout: l.cfg.CleanupTimeout,
+		AutoExtend:     o.AutoExtend,
 		Backend: lease.Backend{
 			// Both callbacks return by ctx's deadline whatever the client
 			// options; a request given up on finishes in the background.
@@ -288,15 +289,11 @@ func (l *Locker) newLease(hooks *observe.Hooks, key string, keys redisnode.Keys,
 				return nil
 			},
 			Release: func(ctx context.Context) error {
-				// The delete may outlive the caller's wait (ctx), never
-				// CleanupTimeout: it is cut short only by its own bound.
-				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.CleanupTimeout)
-				res, err, abandoned := redisnode.Request(ctx, rctx, l.honours, &l.bg, func(ctx context.Context) (int64, error) {
+				// ctx ignores the caller's cancellation and ends at
+				// CleanupTimeout: the delete is cut short only by that.
+				res, err, _ := redisnode.Request(ctx, ctx, l.honours, &l.bg, func(ctx context.Context) (int64, error) {
 					return l.scripts.Release(ctx, l.client, keys, value)
-				}, func(int64, error) { cancel() })
-				if !abandoned {
-					cancel()
-				}
+				}, nil)
 				if err != nil {
 					return fmt.Errorf("redislock: release %q: %w", key, err)
 				}

@@ -15,7 +15,8 @@ import (
 )
 
 // BenchmarkAcquireRelease measures one uncontended acquire+release round
-// (create, children, exists, delete: 4 round trips) on one session and
+// (create, children + a pipelined get of our node, delete: 3 round trips)
+// on one session and
 // reports the median and p99 latency.
 func BenchmarkAcquireRelease(b *testing.B) {
 	servers, root := testkit.ZooKeeper(b)

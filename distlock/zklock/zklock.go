@@ -406,6 +406,57 @@ type contender struct {
 	// response was lost. Only meaningful while the session is unchanged.
 	pendingGUID string
 	pendingSID  int64
+
+	// pre is the read (stat + watch) of our node sent right after its
+	// create, together with the children listing (see prefetch).
+	pre *prefetch
+}
+
+// prefetch is a GetW of our node sent concurrently with the children
+// listing that follows its create. ZooKeeper answers one session's
+// requests in order, so the read sees the node, and the two share one
+// round trip: an uncontended acquisition waits for create, children and
+// (at release) delete, as go-zookeeper's own Lock does, instead of a
+// fourth round trip for the token (the node's czxid) and the watch.
+type prefetch struct {
+	node string
+	live context.Context // the connection epoch it was sent in
+	done chan struct{}   // closed when the answer is in
+	stat *zk.Stat
+	ch   <-chan zk.Event
+	err  error
+}
+
+// startPrefetch sends the GetW of our new node from a goroutine.
+func (c *contender) startPrefetch(live context.Context) {
+	p := &prefetch{node: c.node, live: live, done: make(chan struct{})}
+	path := c.dir + "/" + c.node
+	conn := c.s.conn
+	go func() {
+		defer close(p.done)
+		_, p.stat, p.ch, p.err = conn.GetW(path)
+	}()
+	c.pre = p
+}
+
+// getW returns the stat and a watch of our node: the prefetched ones
+// when they were read in the current epoch live and the watch has not
+// fired since (a fired watch means the node changed or went: read it
+// again), else from a fresh GetW.
+func (c *contender) getW(live context.Context) (*zk.Stat, <-chan zk.Event, error) {
+	if p := c.pre; p != nil {
+		c.pre = nil
+		<-p.done // answers come in order: it was answered before the listing
+		if p.node == c.node && p.live == live && p.err == nil {
+			select {
+			case <-p.ch:
+			default:
+				return p.stat, p.ch, nil
+			}
+		}
+	}
+	_, stat, ch, err := c.s.conn.GetW(c.dir + "/" + c.node) // no watch is left behind if the node is gone
+	return stat, ch, err
 }
 
 // errNoSession is the cause of a TryAcquire that found no session within
@@ -589,6 +640,7 @@ func (c *contender) run(ctx context.Context, key string, try bool) (distlock.Lea
 				}
 				return nil, err
 			}
+			c.startPrefetch(live)
 		}
 		children, _, err := conn.Children(c.dir)
 		switch {
@@ -777,7 +829,7 @@ var errRetry = errors.New("zklock: retry")
 func (c *contender) hold(key string, live context.Context) (distlock.Lease, error) {
 	s, conn := c.s, c.s.conn
 	path := c.dir + "/" + c.node
-	_, stat, ch, err := conn.GetW(path) // no watch is left behind if the node is gone
+	stat, ch, err := c.getW(live)
 	if errors.Is(err, zk.ErrNoNode) {
 		c.node = ""
 		return nil, errRetry

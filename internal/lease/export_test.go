@@ -6,7 +6,15 @@ package lease
 func PauseTimer(l *Lease) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.paused = true
 	if l.timer != nil {
 		l.timer.Stop()
 	}
+}
+
+// TimerArmed reports whether l's expiry timer exists.
+func TimerArmed(l *Lease) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.timer != nil
 }

@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/bits"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/concurkit/concurkit"
@@ -118,8 +119,14 @@ type Lease struct {
 	cleanup time.Duration
 	be      Backend
 
-	ctx    context.Context
+	// ctx is what Context returns: inner, plus the lazy arming of the
+	// expiry timer (see leaseCtx). The lease's own waits use inner.
+	ctx    *leaseCtx
+	inner  context.Context
 	cancel context.CancelCauseFunc
+	// armed is set once the expiry timer was armed, or need not be (the
+	// fast path of leaseCtx's Done and Err).
+	armed atomic.Bool
 
 	// op serialises the backend calls Extend and Release. It is a
 	// one-slot semaphore rather than a mutex so that waiting for it
@@ -129,9 +136,10 @@ type Lease struct {
 	mu       sync.Mutex
 	st       state
 	cause    error
-	timed    bool      // the lease has time-based validity (TTL > 0)
-	deadline time.Time // end of the safe validity when timed
-	timer    *time.Timer
+	timed    bool          // the lease has time-based validity (TTL > 0)
+	deadline time.Time     // end of the safe validity when timed
+	timer    *time.Timer   // nil until armed (see leaseCtx)
+	paused   bool          // tests: PauseTimer, the timer must not run
 	done     chan struct{} // closed when the auto-extend goroutine exits; nil without it
 	// Release state: cleaned is closed when the backend cleanup ended
 	// (nil before the first Release); outcome is its result, reported
@@ -182,8 +190,10 @@ func New(cfg Config) (*Lease, error) {
 		l.cleanup = distlock.DefaultCleanupTimeout
 	}
 	l.drift, l.margin = max(l.drift, 0), max(l.margin, 0)
-	l.ctx, l.cancel = context.WithCancelCause(context.Background())
+	l.inner, l.cancel = context.WithCancelCause(context.Background())
+	l.ctx = &leaseCtx{Context: l.inner, l: l}
 	if cfg.TTL == 0 {
+		l.armed.Store(true) // no time-based validity: nothing to arm
 		return l, nil
 	}
 	start := cfg.Start
@@ -210,7 +220,12 @@ func (l *Lease) startTimed(cfg Config, start time.Time) {
 		l.loseLocked(ErrExpired)
 		return
 	}
-	l.timer = time.AfterFunc(time.Until(l.deadline), l.expire)
+	// Hooks must hear of an expiry nobody looks for, and the auto-extender
+	// waits on the context: both need the timer now. Otherwise it is armed
+	// when someone first looks at the context (leaseCtx).
+	if l.hooks != nil || cfg.AutoExtend {
+		l.armLocked()
+	}
 	if cfg.AutoExtend {
 		l.done = make(chan struct{})
 		go l.autoExtend(l.done)
@@ -343,7 +358,7 @@ func (l *Lease) reportLost() {
 	l.lossToReport = nil
 	l.mu.Unlock()
 	if err != nil {
-		l.hooks.OnLeaseLost(l.ctx, observe.LeaseEvent{Package: l.pkg, Key: l.key, Token: int64(l.token), Err: err})
+		l.hooks.OnLeaseLost(l.inner, observe.LeaseEvent{Package: l.pkg, Key: l.key, Token: int64(l.token), Err: err})
 	}
 }
 
@@ -360,6 +375,59 @@ func (l *Lease) expire() {
 	}
 	l.mu.Unlock()
 	l.reportLost()
+}
+
+// leaseCtx is a lease's context: its cancel-cause context, whose Done
+// and Err first arm the expiry timer. A lease whose context nobody looks
+// at (take the lock, write with its token, release) then costs no timer:
+// creating one that is due before the runtime's next poll deadline breaks
+// the network poller out of its wait (a syscall and a thread wake-up per
+// lease), a measurable share of an uncontended acquisition. Whoever can
+// observe the cancellation arms it first, so the context still ends at the
+// deadline for everyone (a derived context or context.AfterFunc calls
+// Done). Value is the inner context's, so context.Cause works.
+type leaseCtx struct {
+	context.Context
+	l *Lease
+}
+
+func (c *leaseCtx) Done() <-chan struct{} {
+	c.l.arm()
+	return c.Context.Done()
+}
+
+func (c *leaseCtx) Err() error {
+	c.l.arm()
+	return c.Context.Err()
+}
+
+// arm arms the expiry timer unless it is armed already or not needed.
+func (l *Lease) arm() {
+	if l.armed.Load() {
+		return
+	}
+	l.mu.Lock()
+	l.armLocked()
+	l.mu.Unlock()
+	l.reportLost()
+}
+
+// armLocked starts the expiry timer of a held lease with a TTL, or marks
+// it lost if the deadline passed already. l.mu is held.
+func (l *Lease) armLocked() {
+	if l.armed.Load() {
+		return
+	}
+	l.armed.Store(true)
+	if l.st != held || !l.timed || l.paused {
+		return
+	}
+	d := time.Until(l.deadline)
+	if d <= 0 {
+		l.loseLocked(ErrExpired)
+		return
+	}
+	l.timer = time.AfterFunc(d, l.expire)
 }
 
 // Lost marks the lease lost with cause err (wrapped so that it matches
@@ -405,7 +473,7 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	}
 	err := l.extend(ctx, ttl, validity)
 	if l.hooks != nil {
-		l.hooks.OnLeaseExtend(l.ctx, observe.LeaseEvent{Package: l.pkg, Key: l.key, Token: int64(l.token), Err: err})
+		l.hooks.OnLeaseExtend(l.inner, observe.LeaseEvent{Package: l.pkg, Key: l.key, Token: int64(l.token), Err: err})
 		l.reportLost()
 	}
 	return err
@@ -429,7 +497,7 @@ func (l *Lease) extend(ctx context.Context, ttl, validity time.Duration) error {
 	if l.be.Extend != nil {
 		// Release or a loss makes the renewal moot: stop waiting for it.
 		bctx, cancel := context.WithCancelCause(ctx)
-		stop := context.AfterFunc(l.ctx, func() { cancel(context.Cause(l.ctx)) })
+		stop := context.AfterFunc(l.inner, func() { cancel(context.Cause(l.inner)) })
 		err := l.be.Extend(bctx, ttl)
 		stop()
 		cancel(nil)
@@ -462,7 +530,9 @@ func (l *Lease) extend(ctx context.Context, ttl, validity time.Duration) error {
 		l.loseLocked(ErrExpired)
 		return l.cause
 	}
-	l.timer.Reset(time.Until(l.deadline))
+	if l.timer != nil {
+		l.timer.Reset(time.Until(l.deadline))
+	}
 	return nil
 }
 
@@ -495,7 +565,14 @@ func (l *Lease) Release(ctx context.Context) error {
 	l.mu.Unlock()
 	if first {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cleanup)
-		go l.runCleanup(cctx, cancel)
+		if ctx.Done() == nil {
+			// The caller waits as long as the cleanup takes (it cannot be
+			// cancelled): run it here, without a goroutine, whose fresh
+			// stack would grow through the client's deep call chain.
+			l.runCleanup(cctx, cancel)
+		} else {
+			go l.runCleanup(cctx, cancel)
+		}
 	}
 
 	select {
@@ -573,11 +650,11 @@ func (l *Lease) autoExtend(done chan<- struct{}) {
 	defer t.Stop()
 	for {
 		select {
-		case <-l.ctx.Done():
+		case <-l.inner.Done():
 			return
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(l.ctx, interval)
+		ctx, cancel := context.WithTimeout(l.inner, interval)
 		err := l.Extend(ctx, l.ttl)
 		cancel()
 		switch {
