@@ -18,19 +18,19 @@ func TestClassify(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		rec  Record
-		want Outcome
+		want outcome
 	}{
-		{"inserted", Record{Fingerprint: fp, LockID: 7, LockedAt: now, Attempts: 1, ExpiresAt: later}, Created},
-		{"replaced after expiry", Record{Fingerprint: fp, LockID: 7, LockedAt: now, Attempts: 1, ExpiresAt: later}, Created},
-		{"taken over", Record{Fingerprint: fp, LockID: 7, LockedAt: now, Attempts: 3, RecoveryPoint: "charged", ExpiresAt: later}, Resumed},
-		{"ours but unlocked (impossible): not a claim", Record{Fingerprint: fp, LockID: 7, Attempts: 1, RecoveryPoint: Finished, Response: done, ExpiresAt: later}, Completed},
-		{"completed", Record{Fingerprint: fp, LockID: 1, RecoveryPoint: Finished, Response: done, ExpiresAt: later}, Completed},
-		{"completed, other request", Record{Fingerprint: other, LockID: 1, RecoveryPoint: Finished, Response: done, ExpiresAt: later}, Mismatch},
-		{"running", Record{Fingerprint: fp, LockID: 1, LockedAt: live, ExpiresAt: later}, InProgress},
-		{"running, other request", Record{Fingerprint: other, LockID: 1, LockedAt: live, ExpiresAt: later}, Mismatch},
-		{"stale lock seen, claim lost to a concurrent one", Record{Fingerprint: fp, LockID: 1, LockedAt: stale, ExpiresAt: later}, InProgress},
-		{"released seen, claim lost", Record{Fingerprint: fp, LockID: 1, ExpiresAt: later}, InProgress},
-		{"expired seen, claim lost", Record{Fingerprint: other, LockID: 1, RecoveryPoint: Finished, Response: done, ExpiresAt: now}, InProgress},
+		{"inserted", Record{Fingerprint: fp, LockID: 7, LockedAt: now, Attempts: 1, ExpiresAt: later}, created},
+		{"replaced after expiry", Record{Fingerprint: fp, LockID: 7, LockedAt: now, Attempts: 1, ExpiresAt: later}, created},
+		{"taken over", Record{Fingerprint: fp, LockID: 7, LockedAt: now, Attempts: 3, RecoveryPoint: "charged", ExpiresAt: later}, resumed},
+		{"ours but unlocked (impossible): not a claim", Record{Fingerprint: fp, LockID: 7, Attempts: 1, RecoveryPoint: Finished, Response: done, ExpiresAt: later}, completed},
+		{"completed", Record{Fingerprint: fp, LockID: 1, RecoveryPoint: Finished, Response: done, ExpiresAt: later}, completed},
+		{"completed, other request", Record{Fingerprint: other, LockID: 1, RecoveryPoint: Finished, Response: done, ExpiresAt: later}, mismatch},
+		{"running", Record{Fingerprint: fp, LockID: 1, LockedAt: live, ExpiresAt: later}, inProgress},
+		{"running, other request", Record{Fingerprint: other, LockID: 1, LockedAt: live, ExpiresAt: later}, mismatch},
+		{"stale lock seen, claim lost to a concurrent one", Record{Fingerprint: fp, LockID: 1, LockedAt: stale, ExpiresAt: later}, inProgress},
+		{"released seen, claim lost", Record{Fingerprint: fp, LockID: 1, ExpiresAt: later}, inProgress},
+		{"expired seen, claim lost", Record{Fingerprint: other, LockID: 1, RecoveryPoint: Finished, Response: done, ExpiresAt: now}, inProgress},
 	} {
 		if got := classify(req, c.rec); got != c.want {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)

@@ -131,12 +131,12 @@ func Do[T any](ctx context.Context, s Store, principal, key string, fingerprint 
 		return zero, false, err
 	}
 	req := o.request(principal, key, fingerprint)
-	rec, outcome, err := claim(ctx, s, req)
+	rec, oc, err := claim(ctx, s, req)
 	if err != nil {
 		return zero, false, err
 	}
-	if v, done, err := settled[T](outcome, rec); done {
-		return v, outcome == Completed, err
+	if v, done, err := settled[T](oc, rec); done {
+		return v, oc == completed, err
 	}
 	lock := Lock{Principal: principal, Key: key, ID: req.LockID}
 	v, err := runLocked(ctx, s, lock, func() (T, error) { return fn(ctx) })
@@ -171,15 +171,15 @@ func check(principal, key string, opts *Options) (resolved, error) {
 }
 
 // settled handles the outcomes in which nothing runs: it returns done
-// false for Created and Resumed.
-func settled[T any](outcome Outcome, rec Record) (T, bool, error) {
+// false for created and resumed.
+func settled[T any](oc outcome, rec Record) (T, bool, error) {
 	var zero T
-	switch outcome {
-	case Created, Resumed:
+	switch oc {
+	case created, resumed:
 		return zero, false, nil
-	case InProgress:
+	case inProgress:
 		return zero, true, ErrInProgress
-	case Mismatch:
+	case mismatch:
 		return zero, true, ErrKeyReused
 	}
 	r := rec.Response

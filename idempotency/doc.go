@@ -41,11 +41,12 @@
 // # Claiming a key: one round trip, exactly one winner
 //
 // Every call starts by claiming the key, which is atomic in the store and
-// answers one of: Created (new key: run), Resumed (run again from the
-// recovery point: an earlier run failed or panicked and released the key,
-// or held it longer than LockTimeout and is presumed crashed), InProgress
-// (409), Completed (replay) or Mismatch (same key, other fingerprint: 422).
-// Of concurrent claims of one key, exactly one runs.
+// finds one of: a new key (run); a key to resume (run again from its
+// recovery point: an earlier run failed or panicked and released it, or
+// held it longer than LockTimeout and is presumed crashed); a key in
+// progress (409); a completed key (replay); a key made for another
+// request, its fingerprint differing (422). Of concurrent claims of one
+// key, exactly one runs.
 //
 //   - PostgreSQL: one statement. It reads the row in its snapshot; a key
 //     that is completed, running or another request's is answered from

@@ -28,13 +28,13 @@ const (
 	DefaultMaxBodyBytes = 1 << 20
 )
 
-// DefaultMethods are the methods the middleware protects by default: the
+// defaultMethods are the methods the middleware protects by default: the
 // ones that are not idempotent by definition (RFC 9110 §9.2.2).
-var DefaultMethods = []string{http.MethodPost, http.MethodPatch}
+var defaultMethods = []string{http.MethodPost, http.MethodPatch}
 
-// DefaultHeaders are the response headers stored with a response and
-// replayed: those that describe the body and what was created.
-var DefaultHeaders = []string{
+// defaultHeaders are the response headers stored and replayed by default:
+// those that describe the body and what was created.
+var defaultHeaders = []string{
 	"Content-Type", "Content-Encoding", "Content-Language", "Content-Disposition",
 	"Content-Location", "Location", "ETag", "Last-Modified",
 }
@@ -48,8 +48,9 @@ type Config struct {
 	// an error (400). By default such a request runs unprotected, as if
 	// the middleware were not there.
 	Required bool
-	// Methods are the protected methods; default DefaultMethods. Requests
-	// of other methods pass through untouched.
+	// Methods are the protected methods; default POST and PATCH (the
+	// methods that are not idempotent by definition, RFC 9110 §9.2.2).
+	// Requests of other methods pass through untouched.
 	Methods []string
 	// Principal returns who is asking — a user, tenant or API key — from
 	// the authenticated request: keys are unique per principal, so one
@@ -66,7 +67,9 @@ type Config struct {
 	// (parse JSON, drop volatile fields) where byte equality is too strict.
 	Fingerprint func(r *http.Request, body []byte) ([]byte, error)
 	// Headers are the response headers stored and replayed; default
-	// DefaultHeaders. Other headers reach only the first response.
+	// Content-Type, Content-Encoding, Content-Language,
+	// Content-Disposition, Content-Location, Location, ETag and
+	// Last-Modified. Other headers reach only the first response.
 	Headers []string
 	// MaxKeyLength bounds a key, in bytes; default DefaultMaxKeyLength.
 	MaxKeyLength int
@@ -166,9 +169,13 @@ func Middleware(s Store, cfg *Config) (func(http.Handler) http.Handler, error) {
 	}
 	m.methods = slices.Clone(c.Methods)
 	if m.methods == nil {
-		m.methods = DefaultMethods
+		m.methods = defaultMethods
 	}
-	for _, h := range cmpOr(c.Headers, DefaultHeaders) {
+	headers := c.Headers
+	if headers == nil {
+		headers = defaultHeaders
+	}
+	for _, h := range headers {
 		if !validToken(h) {
 			return nil, invalid("response header name %q", h)
 		}
@@ -195,13 +202,6 @@ func Middleware(s Store, cfg *Config) (func(http.Handler) http.Handler, error) {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.serve(w, r, next) })
 	}, nil
-}
-
-func cmpOr[T any](a, b []T) []T {
-	if a != nil {
-		return a
-	}
-	return b
 }
 
 // requestFingerprint is the default Config.Fingerprint.
@@ -256,20 +256,20 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		return
 	}
 	req := m.opts.request(principal, key, fp)
-	rec, outcome, err := claim(r.Context(), m.store, req)
+	rec, oc, err := claim(r.Context(), m.store, req)
 	if err != nil {
 		m.log.ErrorContext(r.Context(), "idempotency: claim failed", "key", key, "err", err)
 		fail(w, http.StatusServiceUnavailable, "The idempotency key store is unavailable; the request did not run and may be retried.")
 		return
 	}
-	switch outcome {
-	case InProgress:
+	switch oc {
+	case inProgress:
 		fail(w, http.StatusConflict, "A request with this "+m.header+" is still being processed; retry later.")
 		return
-	case Mismatch:
+	case mismatch:
 		fail(w, http.StatusUnprocessableEntity, "This "+m.header+" was used with a different request.")
 		return
-	case Completed:
+	case completed:
 		replay(w, rec.Response)
 		return
 	}
@@ -277,12 +277,10 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
 	rw := &recorder{header: http.Header{}}
-	if _, err := runLocked(r.Context(), m.store, lock, func() (struct{}, error) {
+	_, _ = runLocked(r.Context(), m.store, lock, func() (struct{}, error) {
 		next.ServeHTTP(rw, r)
 		return struct{}{}, nil
-	}); err != nil {
-		return // unreachable: the handler returns no error
-	}
+	})
 	resp := rw.response()
 	stored := Response{Status: resp.Status, Header: http.Header{}, Body: resp.Body}
 	for _, h := range m.headers {

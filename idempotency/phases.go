@@ -94,12 +94,12 @@ func DoPhases[Tx, T any](ctx context.Context, s TxStore[Tx], principal, key stri
 		return zero, false, err
 	}
 	req := o.request(principal, key, fingerprint)
-	rec, outcome, err := claim(ctx, s, req)
+	rec, oc, err := claim(ctx, s, req)
 	if err != nil {
 		return zero, false, err
 	}
-	if v, done, err := settled[T](outcome, rec); done {
-		return v, outcome == Completed, err
+	if v, done, err := settled[T](oc, rec); done {
+		return v, oc == completed, err
 	}
 	lock := Lock{Principal: principal, Key: key, ID: req.LockID}
 	start := 0

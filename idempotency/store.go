@@ -159,29 +159,27 @@ type TxStore[Tx any] interface {
 	Advance(ctx context.Context, l Lock, point string, now, expiresAt time.Time, fn func(ctx context.Context, tx Tx) (*Response, error)) error
 }
 
-// Outcome is what claiming a key found.
-type Outcome int
+// outcome is what claiming a key found.
+type outcome int
 
-// Outcomes of a claim.
 const (
-	// Created: the key was new (or had expired): run.
-	Created Outcome = iota + 1
-	// Resumed: the key was released by an earlier run that failed or
+	// created: the key was new (or had expired): run.
+	created outcome = iota + 1
+	// resumed: the key was released by an earlier run that failed or
 	// panicked, or its holder's lock timed out: run again, from the
 	// recovery point.
-	Resumed
-	// InProgress: another call holds the key: nothing ran (409).
-	InProgress
-	// Completed: the key has a stored result: replay it.
-	Completed
-	// Mismatch: the key belongs to another request: nothing ran (422).
-	Mismatch
+	resumed
+	// inProgress: another call holds the key: nothing runs (409).
+	inProgress
+	// completed: the key has a stored result: replay it.
+	completed
+	// mismatch: the key belongs to another request: nothing runs (422).
+	mismatch
 )
 
 var outcomeNames = [...]string{"", "created", "resumed", "in progress", "completed", "mismatch"}
 
-// String returns the outcome's name, e.g. "in progress".
-func (o Outcome) String() string {
+func (o outcome) String() string {
 	if o < 0 || int(o) >= len(outcomeNames) {
 		return "unknown"
 	}
@@ -190,12 +188,12 @@ func (o Outcome) String() string {
 
 // classify says what rec, the record Claim returned for r, means. It is
 // written once for every store, from the contract of Store.Claim.
-func classify(r ClaimRequest, rec Record) Outcome {
+func classify(r ClaimRequest, rec Record) outcome {
 	if rec.LockID == r.LockID && !rec.LockedAt.IsZero() {
 		if rec.Attempts <= 1 {
-			return Created
+			return created
 		}
-		return Resumed
+		return resumed
 	}
 	expired := !rec.ExpiresAt.After(r.Now)
 	timedOut := rec.LockedAt.IsZero() || !rec.LockedAt.After(r.Stale())
@@ -204,17 +202,17 @@ func classify(r ClaimRequest, rec Record) Outcome {
 	case expired || (match && rec.RecoveryPoint != Finished && timedOut):
 		// The record is older than the claim, which found the key in
 		// another state: a concurrent call claimed it first.
-		return InProgress
+		return inProgress
 	case !match:
-		return Mismatch
+		return mismatch
 	case rec.RecoveryPoint == Finished && rec.Response != nil:
-		return Completed
+		return completed
 	}
-	return InProgress
+	return inProgress
 }
 
 // claim claims r.Key with r.LockID and classifies the result.
-func claim(ctx context.Context, s Store, r ClaimRequest) (Record, Outcome, error) {
+func claim(ctx context.Context, s Store, r ClaimRequest) (Record, outcome, error) {
 	rec, err := s.Claim(ctx, r)
 	if err != nil {
 		// The claim may have been applied before the error (a lost
