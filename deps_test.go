@@ -36,6 +36,7 @@ var stdlibOnly = []string{
 	"optimistic/internal/cas", "upsert/internal/spec", "fenced/internal/guard", "pessimistic/internal/txn",
 	"distlock/internal/sentinel", "internal/problem",
 	"ratelimit", "ratelimit/internal/spec",
+	"idempotency", "idempotency/internal/wire",
 }
 
 // allowedDrivers says which third-party families an adapter may compile,

@@ -16,6 +16,7 @@ import (
 	"github.com/concurkit/concurkit/deadlock"
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/fenced"
+	"github.com/concurkit/concurkit/idempotency"
 )
 
 // The module's vocabulary (see the package doc): these tests read every
@@ -32,6 +33,7 @@ var badInput = map[string]error{
 	"fenced.ErrInvalidToken":       fenced.ErrInvalidToken,
 	"deadlock.ErrInvalidMode":      deadlock.ErrInvalidMode,
 	"deadlock.ErrInvalidWorkload":  deadlock.ErrInvalidWorkload,
+	"idempotency.ErrInvalidKey":    idempotency.ErrInvalidKey,
 }
 
 // handleNames maps the internal handle interfaces to the one exported name
@@ -44,6 +46,8 @@ var handleNames = map[string]string{
 	"sqldb.Beginner":       "Beginner",
 	"dynamoapi.Updater":    "Client",
 	"dynamoapi.PutUpdater": "Client",
+
+	"dynamoapi.UpdateScanDeleter": "Client",
 }
 
 // retiredNames are second names for a handle that the module no longer uses.

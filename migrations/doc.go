@@ -13,13 +13,15 @@
 //     (fencedpg.Admit, fencedmysql.Admit) and the token sequences
 //     concurkit_fence_token_seq (fencedpg.Sequence / fencedmysql.Sequence,
 //     the token source of distlock/redislock and redlock) and, on
-//     PostgreSQL, concurkit_lock_token_seq (distlock/pglock); on
+//     PostgreSQL, concurkit_lock_token_seq (distlock/pglock) (version 1);
+//     the idempotency key table concurkit_idempotency_keys
+//     (idempotencypg.Store, idempotencymysql.Store) (version 2); on
 //     PostgreSQL only, the unlogged rate-limit tables
 //     concurkit_ratelimit_windows and concurkit_ratelimit_gcra
-//     (ratelimit/ratelimitpg, version 5). Its history
-//     table is HistoryTable, concurkit_schema_migrations. It never creates,
-//     alters or drops a table of yours. Future toolkit objects (idempotency
-//     keys, for instance) join this set as new versions.
+//     (ratelimit/ratelimitpg, version 5). Its history table is
+//     HistoryTable, concurkit_schema_migrations. It never creates, alters or
+//     drops a table of yours. Future toolkit objects join this set as new
+//     versions.
 //   - The examples set (UpExamples, DownExamples, ExamplesFS) holds the demo
 //     tables inventory, counters and jobs used by concurkit's own tests, the
 //     demo and the benchmarks, with history table ExamplesHistoryTable.

@@ -7,6 +7,10 @@ type Object struct {
 	Use  string // what uses it, for people reading `concurkit migrate up`
 }
 
+// idempotencyKeys is idempotency.DefaultTable (0002_idempotency), named
+// here so that this package does not import the idempotency packages.
+const idempotencyKeys = "concurkit_idempotency_keys"
+
 // Objects lists what Up creates for dialect d and Down drops, in creation
 // order, besides the history table HistoryTable. It never includes a table
 // of yours nor the examples set. On MySQL 8 the sequence is skipped (MySQL
@@ -23,12 +27,14 @@ func Objects(d Dialect) ([]Object, error) {
 		return []Object{
 			fences,
 			{"sequence", DefaultFenceSequence, "MariaDB only: fencing tokens for distlock/redislock and redlock (fencedmysql.Sequence)"},
+			{"table", idempotencyKeys, "idempotency keys and stored responses of idempotencymysql.Store"},
 		}, nil
 	}
 	return []Object{
 		fences,
 		{"sequence", DefaultFenceSequence, "fencing tokens for distlock/redislock and redlock (fencedpg.Sequence)"},
 		{"sequence", DefaultLockSequence, "fencing tokens of distlock/pglock"},
+		{"table", idempotencyKeys, "idempotency keys and stored responses of idempotencypg.Store"},
 		// 0005, PostgreSQL only: MariaDB users of package ratelimit use Redis.
 		{"table", "concurkit_ratelimit_windows", "fixed-window counters of ratelimitpg (unlogged)"},
 		{"table", "concurkit_ratelimit_gcra", "GCRA arrival times of ratelimitpg (unlogged)"},

@@ -1,0 +1,82 @@
+package idempotency_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/concurkit/concurkit"
+	"github.com/concurkit/concurkit/idempotency"
+)
+
+// unused is a Store for argument checks that must fail before any I/O.
+type unused struct{}
+
+func (unused) Claim(context.Context, idempotency.ClaimRequest) (idempotency.Record, error) {
+	panic("I/O before validation")
+}
+
+func (unused) Complete(context.Context, idempotency.Lock, idempotency.Response, time.Time) error {
+	panic("I/O before validation")
+}
+func (unused) Release(context.Context, idempotency.Lock) error { panic("I/O before validation") }
+func (unused) Reap(context.Context, time.Time, int) (int, error) {
+	panic("I/O before validation")
+}
+
+func TestMiddlewareConfig(t *testing.T) {
+	var typedNil *struct{ idempotency.Store }
+	for name, c := range map[string]struct {
+		s   idempotency.Store
+		cfg *idempotency.Config
+	}{
+		"nil store":                  {nil, nil},
+		"typed nil store":            {typedNil, nil},
+		"TTL below LockTimeout":      {unused{}, &idempotency.Config{TTL: time.Minute, LockTimeout: time.Hour}},
+		"TTL equal to LockTimeout":   {unused{}, &idempotency.Config{TTL: time.Minute, LockTimeout: time.Minute}},
+		"negative TTL":               {unused{}, &idempotency.Config{TTL: -time.Hour}},
+		"negative LockTimeout":       {unused{}, &idempotency.Config{LockTimeout: -1}},
+		"bad header name":            {unused{}, &idempotency.Config{Header: "Idempotency Key"}},
+		"bad response header":        {unused{}, &idempotency.Config{Headers: []string{"Location", "a:b"}}},
+		"negative MaxKeyLength":      {unused{}, &idempotency.Config{MaxKeyLength: -1}},
+		"negative MaxBodyBytes":      {unused{}, &idempotency.Config{MaxBodyBytes: -1}},
+		"TTL below default lock 90s": {unused{}, &idempotency.Config{TTL: time.Minute}},
+	} {
+		if _, err := idempotency.Middleware(c.s, c.cfg); !errors.Is(err, concurkit.ErrInvalidArgument) {
+			t.Errorf("%s: %v, want ErrInvalidArgument", name, err)
+		}
+	}
+	if _, err := idempotency.Middleware(unused{}, &idempotency.Config{Header: "X-Request-Key", Methods: []string{http.MethodPut}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestReapBadInput(t *testing.T) {
+	ctx := t.Context()
+	if _, err := idempotency.Reap(ctx, nil, nil); !errors.Is(err, concurkit.ErrInvalidArgument) {
+		t.Errorf("nil store: %v", err)
+	}
+	if _, err := idempotency.Reap(ctx, unused{}, &idempotency.ReapOptions{MaxBatches: -1}); !errors.Is(err, concurkit.ErrInvalidArgument) {
+		t.Errorf("negative MaxBatches: %v", err)
+	}
+}
+
+func TestDoBadInput(t *testing.T) {
+	ctx := t.Context()
+	fn := func(context.Context) (int, error) { return 1, nil }
+	if _, _, err := idempotency.Do[int](ctx, unused{}, "", "k", nil, nil, nil); !errors.Is(err, concurkit.ErrInvalidArgument) {
+		t.Errorf("nil fn: %v", err)
+	}
+	for _, key := range []string{"", "k\x00", string(make([]byte, 256))} {
+		if _, _, err := idempotency.Do(ctx, unused{}, "", key, nil, nil, fn); !errors.Is(err, idempotency.ErrInvalidKey) {
+			t.Errorf("key %q: %v, want ErrInvalidKey", key, err)
+		}
+	}
+	for _, p := range []string{"\xff", "a\x00b", string(make([]byte, 256))} {
+		if _, _, err := idempotency.Do(ctx, unused{}, p, "k", nil, nil, fn); !errors.Is(err, concurkit.ErrInvalidArgument) {
+			t.Errorf("principal %q: %v", p, err)
+		}
+	}
+}

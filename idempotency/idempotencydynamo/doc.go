@@ -1,0 +1,24 @@
+// Package idempotencydynamo keeps idempotency keys in DynamoDB, through
+// aws-sdk-go-v2, with conditional writes in the manner of AWS Lambda
+// Powertools' idempotency utility (status, expiration,
+// in_progress_expiration): its Store is an idempotency.Store for
+// idempotency.Middleware, Do and Reap.
+//
+// A claim is one UpdateItem: its condition admits a new key, an expired
+// one, a released one or one whose lock timed out, with the same
+// fingerprint; when it fails, DynamoDB returns the blocking item
+// (ReturnValuesOnConditionCheckFailure), so a replay or a 409 is one
+// request too. Completing or releasing a key is one UpdateItem fenced by
+// the claim's lock id.
+//
+// Limits: DoPhases needs the phase's writes and the key in one SQL
+// transaction, so this Store is not a TxStore (use single-step Do or the
+// middleware). An item is at most 400 KB: larger responses cannot be
+// stored. Expiry is kept in whole seconds (rounded up) in the TTL
+// attribute "expiration"; CreateTable turns on DynamoDB's TTL deletion,
+// and Reap (a Scan plus conditional deletes) is there for prompt cleanup
+// and for DynamoDB Local.
+//
+// The package imports the AWS SDK and the standard library, nothing of
+// pgx or the MySQL driver.
+package idempotencydynamo

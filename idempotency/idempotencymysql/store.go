@@ -1,0 +1,337 @@
+package idempotencymysql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/concurkit/concurkit"
+	"github.com/concurkit/concurkit/idempotency"
+	"github.com/concurkit/concurkit/idempotency/internal/wire"
+	"github.com/concurkit/concurkit/internal/handle"
+	"github.com/concurkit/concurkit/internal/ident"
+	"github.com/concurkit/concurkit/internal/mysqlcancel"
+	"github.com/concurkit/concurkit/internal/mysqlerr"
+	"github.com/concurkit/concurkit/internal/sqldb"
+	"github.com/concurkit/concurkit/pessimistic/pessimisticmysql"
+	"github.com/concurkit/concurkit/retry"
+)
+
+const pkg = "idempotencymysql"
+
+// DBTX is the database/sql query interface: *sql.DB, *sql.Conn and
+// *sql.Tx satisfy it. Give the Store a *sql.DB: its claims and
+// completions are autocommit statements, meant to commit at once, and
+// with a *sql.DB a claim that the caller's context interrupts is stopped
+// on the server (KILL QUERY) rather than left to commit later.
+type DBTX = sqldb.DBTX
+
+var (
+	_ DBTX = (*sql.DB)(nil)
+
+	_ idempotency.TxStore[*sql.Tx] = (*Store)(nil)
+)
+
+// Config configures a Store. A nil *Config, and every zero field, means
+// the documented default.
+type Config struct {
+	// Table is the key table; the zero value is idempotency.DefaultTable
+	// in the connection's database, as created by the toolkit migrations
+	// (migrations.Up). Another name needs the same columns.
+	Table idempotency.Table
+}
+
+// Store keeps idempotency keys in a MariaDB or MySQL (InnoDB) table. It
+// implements idempotency.Store (for idempotency.Middleware, Do and Reap)
+// and idempotency.TxStore[*sql.Tx] (for DoPhases). It is safe for
+// concurrent use.
+type Store struct {
+	db DBTX
+	s  statements
+}
+
+type statements struct {
+	claim, read, complete, release, check, advance, touch, reap string
+}
+
+// New returns a Store on db, which should be a *sql.DB. It does no I/O.
+// Errors match concurkit.ErrInvalidArgument: a nil or typed-nil db, an
+// invalid table name.
+func New(db DBTX, cfg *Config) (*Store, error) {
+	if handle.IsNil(db) {
+		return nil, fmt.Errorf("%w: %s: nil db", concurkit.ErrInvalidArgument, pkg)
+	}
+	var t idempotency.Table
+	if cfg != nil {
+		t = cfg.Table
+	}
+	if t.Name == "" {
+		t.Name = wire.DefaultTable
+	}
+	parts := []string{t.Name}
+	if t.Schema != "" {
+		parts = []string{t.Schema, t.Name}
+	}
+	table, err := ident.MySQL(parts...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: table: %v", concurkit.ErrInvalidArgument, pkg, err)
+	}
+	f := func(q string) string { return fmt.Sprintf(q, table) }
+	return &Store{db: db, s: statements{
+		claim: f(claimSQL), read: f(readSQL), complete: f(completeSQL), release: f(releaseSQL),
+		check: f(checkSQL), advance: f(advanceSQL), touch: f(touchSQL), reap: f(reapSQL),
+	}}, nil
+}
+
+const columns = `principal, idempotency_key, fingerprint, lock_id, attempts, locked_at, recovery_point,
+	response_status, response_headers, response_body, created_at, last_run_at, expires_at`
+
+// claimSQL inserts the key or, on a duplicate, claims the existing row if
+// claimable, in one statement; readSQL then tells the outcome (MySQL has
+// no RETURNING, and the affected-rows count depends on the DSN's
+// clientFoundRows). InnoDB runs ON DUPLICATE KEY UPDATE on the newest
+// committed row under an exclusive row lock, so of concurrent claims of a
+// key exactly one sets its lock id; a claim of a fresh key waits for the
+// inserting transaction and then finds the row locked.
+//
+// Assignments run left to right and later ones see earlier results: the
+// first decides the claim by setting lock_id to this call's id, and the
+// others test "lock_id = <our id>" for it. expires_at is assigned last, so
+// that the others still see the old expiry.
+//
+// Arguments: see claimArgs.
+const claimSQL = `INSERT INTO %s (principal, idempotency_key, fingerprint, lock_id, attempts, locked_at,
+	recovery_point, created_at, last_run_at, expires_at)
+VALUES (?, ?, ?, ?, 1, ?, 'started', ?, ?, ?)
+ON DUPLICATE KEY UPDATE
+	lock_id = IF(expires_at <= ? OR (fingerprint = ? AND recovery_point <> 'finished'
+		AND (locked_at IS NULL OR locked_at <= ?)), ?, lock_id),
+	attempts = IF(lock_id = ?, IF(expires_at <= ?, 1, attempts + 1), attempts),
+	fingerprint = IF(lock_id = ?, ?, fingerprint),
+	recovery_point = IF(lock_id = ? AND expires_at <= ?, 'started', recovery_point),
+	response_status = IF(lock_id = ?, NULL, response_status),
+	response_headers = IF(lock_id = ?, NULL, response_headers),
+	response_body = IF(lock_id = ?, NULL, response_body),
+	created_at = IF(lock_id = ? AND expires_at <= ?, ?, created_at),
+	locked_at = IF(lock_id = ?, ?, locked_at),
+	last_run_at = IF(lock_id = ?, ?, last_run_at),
+	expires_at = IF(lock_id = ?, ?, expires_at)`
+
+// claimArgs are the arguments of claimSQL, in order.
+func claimArgs(r idempotency.ClaimRequest) []any {
+	now, stale, exp, id, fp := utc(r.Now), utc(r.Stale()), utc(r.ExpiresAt()), r.LockID, r.Fingerprint
+	return []any{
+		r.Principal, r.Key, fp, id, now, now, now, exp, // VALUES
+		now, fp, stale, id, // lock_id
+		id, now, // attempts
+		id, fp, // fingerprint
+		id, now, // recovery_point
+		id, id, id, // response_*
+		id, now, now, // created_at
+		id, now, // locked_at
+		id, now, // last_run_at
+		id, exp, // expires_at
+	}
+}
+
+const readSQL = `SELECT ` + columns + ` FROM %s WHERE principal = ? AND idempotency_key = ?`
+
+// completeSQL and releaseSQL always change a row they match (locked_at
+// goes to NULL), so "no row affected" means the lock was lost whatever
+// the DSN's clientFoundRows.
+const completeSQL = `UPDATE %s SET locked_at = NULL, recovery_point = 'finished',
+	response_status = ?, response_headers = ?, response_body = ?, expires_at = ?
+	WHERE principal = ? AND idempotency_key = ? AND lock_id = ? AND locked_at IS NOT NULL`
+
+const releaseSQL = `UPDATE %s SET locked_at = NULL
+	WHERE principal = ? AND idempotency_key = ? AND lock_id = ? AND locked_at IS NOT NULL`
+
+// checkSQL locks the key row in a phase's transaction if the lock is
+// still ours: an UPDATE that changes nothing (same time, same point)
+// would report no row, so the fence is this read.
+const checkSQL = `SELECT 1 FROM %s WHERE principal = ? AND idempotency_key = ? AND lock_id = ? AND locked_at IS NOT NULL FOR UPDATE`
+
+const advanceSQL = `UPDATE %s SET recovery_point = ?, locked_at = ?, expires_at = ?
+	WHERE principal = ? AND idempotency_key = ?`
+
+const touchSQL = `UPDATE %s SET locked_at = ?, expires_at = ? WHERE principal = ? AND idempotency_key = ?`
+
+// reapSQL deletes a batch of expired keys, oldest first, through the
+// expires_at index. A key a claim renewed meanwhile is re-checked by
+// InnoDB on its newest version and kept.
+const reapSQL = `DELETE FROM %s WHERE expires_at <= ? ORDER BY expires_at LIMIT ?`
+
+// utc is the form in which times are stored: DATETIME(6) in UTC.
+func utc(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
+
+// claimAttempts bounds the rounds of Claim: a round ends without an
+// answer only if the row was deleted (reaped) between the claim and the
+// read.
+const claimAttempts = 5
+
+// Claim implements idempotency.Store: the upsert (retried after a
+// deadlock, which InnoDB may pick when claims race a reaper), then a read.
+func (s *Store) Claim(ctx context.Context, r idempotency.ClaimRequest) (idempotency.Record, error) {
+	args := claimArgs(r)
+	for range claimAttempts {
+		err := retry.Do(ctx, retry.Policy{}, func(ctx context.Context) error {
+			_, err := mysqlcancel.Exec(ctx, s.db, s.s.claim, args...)
+			return err
+		})
+		if err != nil {
+			return idempotency.Record{}, wire.Err(ctx, pkg, "claim", err)
+		}
+		rec, ok, err := scanRecord(s.db.QueryRowContext(ctx, s.s.read, r.Principal, r.Key))
+		if err != nil {
+			return rec, wire.Err(ctx, pkg, "claim: read", err)
+		}
+		if ok {
+			return rec, nil
+		}
+	}
+	return idempotency.Record{}, fmt.Errorf("%s: claim: key %q keeps disappearing (reaped while claimed?)", pkg, r.Key)
+}
+
+// dbTime scans a DATETIME whether the DSN has parseTime or not.
+type dbTime struct{ t time.Time }
+
+func (d *dbTime) Scan(v any) error {
+	switch v := v.(type) {
+	case nil:
+		d.t = time.Time{}
+	case time.Time:
+		d.t = v.UTC()
+	case []byte:
+		return d.parse(string(v))
+	case string:
+		return d.parse(v)
+	default:
+		return fmt.Errorf("%s: cannot scan %T as a time", pkg, v)
+	}
+	return nil
+}
+
+func (d *dbTime) parse(s string) error {
+	t, err := time.ParseInLocation("2006-01-02 15:04:05.999999", s, time.UTC)
+	d.t = t
+	return err
+}
+
+func scanRecord(row *sql.Row) (idempotency.Record, bool, error) {
+	var (
+		rec                          idempotency.Record
+		lockedAt, created, last, exp dbTime
+		status                       sql.NullInt64
+		headers, body                []byte
+	)
+	err := row.Scan(&rec.Principal, &rec.Key, &rec.Fingerprint, &rec.LockID, &rec.Attempts, &lockedAt,
+		&rec.RecoveryPoint, &status, &headers, &body, &created, &last, &exp)
+	if errors.Is(err, sql.ErrNoRows) {
+		return rec, false, nil
+	}
+	if err != nil {
+		return rec, false, err
+	}
+	rec.LockedAt, rec.CreatedAt, rec.LastRunAt, rec.ExpiresAt = lockedAt.t, created.t, last.t, exp.t
+	if status.Valid {
+		h, err := wire.ParseHeader(headers)
+		if err != nil {
+			return rec, false, err
+		}
+		rec.Response = &idempotency.Response{Status: int(status.Int64), Header: h, Body: body}
+	}
+	return rec, true, nil
+}
+
+// fenced runs a fenced autocommit write (or one in tx): no row changed
+// means the lock was lost.
+func fenced(ctx context.Context, db DBTX, op, query string, args ...any) error {
+	res, err := mysqlcancel.Exec(ctx, db, query, args...)
+	if err != nil {
+		return wire.Err(ctx, pkg, op, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return wire.Err(ctx, pkg, op, err)
+	} else if n == 0 {
+		return fmt.Errorf("%s: %s: %w", pkg, op, idempotency.ErrLockLost)
+	}
+	return nil
+}
+
+// Complete implements idempotency.Store.
+func (s *Store) Complete(ctx context.Context, l idempotency.Lock, resp idempotency.Response, expiresAt time.Time) error {
+	return s.complete(ctx, s.db, l, resp, expiresAt)
+}
+
+func (s *Store) complete(ctx context.Context, db DBTX, l idempotency.Lock, resp idempotency.Response, expiresAt time.Time) error {
+	h, err := wire.Header(resp.Header)
+	if err != nil {
+		return fmt.Errorf("%s: complete: %w", pkg, err)
+	}
+	body := resp.Body
+	if body == nil {
+		body = []byte{} // an empty body, not NULL
+	}
+	return fenced(ctx, db, "complete", s.s.complete, resp.Status, h, body, utc(expiresAt), l.Principal, l.Key, l.ID)
+}
+
+// Release implements idempotency.Store.
+func (s *Store) Release(ctx context.Context, l idempotency.Lock) error {
+	return fenced(ctx, s.db, "release", s.s.release, l.Principal, l.Key, l.ID)
+}
+
+// Reap implements idempotency.Store.
+func (s *Store) Reap(ctx context.Context, now time.Time, limit int) (int, error) {
+	var n int64
+	err := retry.Do(ctx, retry.Policy{}, func(ctx context.Context) error {
+		res, err := mysqlcancel.Exec(ctx, s.db, s.s.reap, utc(now), limit)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, wire.Err(ctx, pkg, "reap", err)
+	}
+	return int(n), nil
+}
+
+// Advance implements idempotency.TxStore with pessimisticmysql.InTx, which
+// retries the transaction (fn included) after a deadlock. The key's row is
+// locked and checked first (SELECT … FOR UPDATE), so the phase holds it
+// while fn runs: a claim that would take the key over waits, then sees
+// the refreshed lock.
+func (s *Store) Advance(ctx context.Context, l idempotency.Lock, point string, now, expiresAt time.Time, fn func(ctx context.Context, tx *sql.Tx) (*idempotency.Response, error)) error {
+	if fn == nil {
+		return fmt.Errorf("%w: %s: nil function", concurkit.ErrInvalidArgument, pkg)
+	}
+	return pessimisticmysql.InTx(ctx, s.db, nil, func(ctx context.Context, tx *sql.Tx) error {
+		var one int
+		err := tx.QueryRowContext(ctx, s.s.check, l.Principal, l.Key, l.ID).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%s: advance: %w", pkg, idempotency.ErrLockLost)
+		}
+		if err != nil {
+			return mysqlerr.Mark(err)
+		}
+		if point == idempotency.Finished {
+			_, err = tx.ExecContext(ctx, s.s.touch, utc(now), utc(expiresAt), l.Principal, l.Key)
+		} else {
+			_, err = tx.ExecContext(ctx, s.s.advance, point, utc(now), utc(expiresAt), l.Principal, l.Key)
+		}
+		if err != nil {
+			return mysqlerr.Mark(err)
+		}
+		resp, err := fn(ctx, tx)
+		if err != nil || point != idempotency.Finished {
+			return err
+		}
+		if resp == nil {
+			return fmt.Errorf("%w: %s: the last phase returned no response", concurkit.ErrInvalidArgument, pkg)
+		}
+		return s.complete(ctx, tx, l, *resp, expiresAt)
+	})
+}

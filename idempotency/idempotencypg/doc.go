@@ -1,0 +1,18 @@
+// Package idempotencypg keeps idempotency keys in PostgreSQL, through pgx
+// v5: its Store is an idempotency.Store for idempotency.Middleware, Do and
+// Reap, and an idempotency.TxStore[pgx.Tx] for DoPhases, whose phases
+// write through the pgx.Tx they are given and commit with their recovery
+// point.
+//
+// The table is concurkit_idempotency_keys, created by the toolkit
+// migrations (migrations.Up, version 2). A claim is one statement (a
+// replay or a 409 is one indexed read that writes nothing); completing a
+// key is one UPDATE; a phase is one transaction (pessimisticpg.InTx,
+// retried on deadlocks and serialization failures) that updates the key
+// row first, so a claim that would take the key over waits for the phase
+// to end. Measured in BenchmarkMiddleware: a first request costs two round
+// trips, a replay one. See package idempotency for the design.
+//
+// The package imports pgx and the standard library, nothing of the MySQL
+// driver or the AWS SDK.
+package idempotencypg
