@@ -20,14 +20,25 @@ func Objects(d Dialect) ([]Object, error) {
 	}
 	fences := Object{"table", DefaultFenceTable, "fence rows of fencedpg.Admit / fencedmysql.Admit (resource -> highest token admitted)"}
 	if d == MySQL {
-		return []Object{
+		return append([]Object{
 			fences,
 			{"sequence", DefaultFenceSequence, "MariaDB only: fencing tokens for distlock/redislock and redlock (fencedmysql.Sequence)"},
-		}, nil
+		}, messaging("inboxmysql", "outboxmysql")...), nil
 	}
-	return []Object{
+	return append([]Object{
 		fences,
 		{"sequence", DefaultFenceSequence, "fencing tokens for distlock/redislock and redlock (fencedpg.Sequence)"},
 		{"sequence", DefaultLockSequence, "fencing tokens of distlock/pglock"},
-	}, nil
+	}, messaging("inboxpg", "outboxpg")...), nil
+}
+
+// messaging lists the tables of migration 0003 (packages inbox and
+// outbox; their names are inbox.DefaultTable, inbox.DefaultSequenceTable
+// and outbox.DefaultTable, which a test of those packages checks).
+func messaging(inbox, outbox string) []Object {
+	return []Object{
+		{"table", "concurkit_inbox", "processed message ids per consumer (" + inbox + ".Handle), reaped after the dedup window"},
+		{"table", "concurkit_inbox_sequences", "highest sequence applied per (consumer, producer) (" + inbox + ".HandleSequence)"},
+		{"table", "concurkit_outbox", "events written in business transactions (" + outbox + ".Add), published by outbox.Relay"},
+	}
 }
