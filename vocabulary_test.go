@@ -16,6 +16,8 @@ import (
 	"github.com/concurkit/concurkit/deadlock"
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/fenced"
+	"github.com/concurkit/concurkit/inbox"
+	"github.com/concurkit/concurkit/outbox"
 )
 
 // The module's vocabulary (see the package doc): these tests read every
@@ -32,6 +34,8 @@ var badInput = map[string]error{
 	"fenced.ErrInvalidToken":       fenced.ErrInvalidToken,
 	"deadlock.ErrInvalidMode":      deadlock.ErrInvalidMode,
 	"deadlock.ErrInvalidWorkload":  deadlock.ErrInvalidWorkload,
+	"inbox.ErrInvalidID":           inbox.ErrInvalidID,
+	"outbox.ErrInvalidMessage":     outbox.ErrInvalidMessage,
 }
 
 // handleNames maps the internal handle interfaces to the one exported name
