@@ -13,7 +13,10 @@
 //     (fencedpg.Admit, fencedmysql.Admit) and the token sequences
 //     concurkit_fence_token_seq (fencedpg.Sequence / fencedmysql.Sequence,
 //     the token source of distlock/redislock and redlock) and, on
-//     PostgreSQL, concurkit_lock_token_seq (distlock/pglock). Its history
+//     PostgreSQL, concurkit_lock_token_seq (distlock/pglock); and, from
+//     version 3, the messaging tables concurkit_inbox and
+//     concurkit_inbox_sequences (package inbox) and concurkit_outbox
+//     (package outbox). Its history
 //     table is HistoryTable, concurkit_schema_migrations. It never creates,
 //     alters or drops a table of yours. Future toolkit objects (idempotency
 //     keys, for instance) join this set as new versions.
