@@ -190,7 +190,9 @@ func (ib *Inbox) Handle(ctx context.Context, consumer, msgID string, fn func(ctx
 // duplicates. Messages of one producer serialise on its row; different
 // producers run in parallel. Transactions, fn and the errors are as for
 // Handle, plus concurkit.ErrInvalidArgument for seq < 1. On an error other
-// than a gap the result is the zero SeqResult.
+// than a gap the result is the zero SeqResult. In a pgx.Tx the caller
+// opened, an applied message keeps the producer's row locked until that
+// transaction ends (a duplicate or refused one rolls back its savepoint).
 func (ib *Inbox) HandleSequence(ctx context.Context, consumer, producer string, seq int64, fn func(ctx context.Context, tx pgx.Tx) error) (inbox.SeqResult, error) {
 	if err := spec.IDs(pkg, "consumer", consumer, "producer", producer); err != nil {
 		return inbox.SeqResult{}, err

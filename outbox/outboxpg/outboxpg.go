@@ -233,11 +233,15 @@ func (s *Store) Reap(ctx context.Context) (int64, error) {
 // batch being published counts until its relay commits), for monitoring
 // the relays' backlog.
 func (s *Store) Pending(ctx context.Context) (int64, error) {
-	return pessimisticpg.InTxValue(ctx, s.db, nil, func(ctx context.Context, tx pgx.Tx) (int64, error) {
+	count := func(ctx context.Context, db DBTX) (int64, error) {
 		var n int64
-		if err := tx.QueryRow(ctx, s.pending).Scan(&n); err != nil {
+		if err := db.QueryRow(ctx, s.pending).Scan(&n); err != nil {
 			return 0, fmt.Errorf("%s: count pending: %w", pkg, err)
 		}
 		return n, nil
-	})
+	}
+	if db, ok := s.db.(DBTX); ok { // every pgx handle: one round trip
+		return count(ctx, db)
+	}
+	return pessimisticpg.InTxValue(ctx, s.db, nil, func(ctx context.Context, tx pgx.Tx) (int64, error) { return count(ctx, tx) })
 }
