@@ -37,6 +37,7 @@ var stdlibOnly = []string{
 	"distlock/internal/sentinel", "internal/problem",
 	"ratelimit", "ratelimit/internal/spec",
 	"idempotency", "idempotency/internal/wire",
+	"inbox", "inbox/internal/spec", "outbox", "outbox/internal/spec",
 }
 
 // allowedDrivers says which third-party families an adapter may compile,

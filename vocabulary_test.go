@@ -17,6 +17,8 @@ import (
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/fenced"
 	"github.com/concurkit/concurkit/idempotency"
+	"github.com/concurkit/concurkit/inbox"
+	"github.com/concurkit/concurkit/outbox"
 )
 
 // The module's vocabulary (see the package doc): these tests read every
@@ -34,6 +36,8 @@ var badInput = map[string]error{
 	"deadlock.ErrInvalidMode":      deadlock.ErrInvalidMode,
 	"deadlock.ErrInvalidWorkload":  deadlock.ErrInvalidWorkload,
 	"idempotency.ErrInvalidKey":    idempotency.ErrInvalidKey,
+	"inbox.ErrInvalidID":           inbox.ErrInvalidID,
+	"outbox.ErrInvalidMessage":     outbox.ErrInvalidMessage,
 }
 
 // handleNames maps the internal handle interfaces to the one exported name

@@ -15,7 +15,9 @@
 //     the token source of distlock/redislock and redlock) and, on
 //     PostgreSQL, concurkit_lock_token_seq (distlock/pglock) (version 1);
 //     the idempotency key table concurkit_idempotency_keys
-//     (idempotencypg.Store, idempotencymysql.Store) (version 2); on
+//     (idempotencypg.Store, idempotencymysql.Store) (version 2); the
+//     messaging tables concurkit_inbox and concurkit_inbox_sequences
+//     (package inbox) and concurkit_outbox (package outbox) (version 3); on
 //     PostgreSQL only, the unlogged rate-limit tables
 //     concurkit_ratelimit_windows and concurkit_ratelimit_gcra
 //     (ratelimit/ratelimitpg, version 5). Its history table is

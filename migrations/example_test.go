@@ -101,7 +101,7 @@ func ExampleFS() {
 	}
 	names, _ := fs.Glob(fsys, "*.sql")
 	fmt.Println(names)
-	// Output: [0001_fencing.down.sql 0001_fencing.up.sql 0002_idempotency.down.sql 0002_idempotency.up.sql]
+	// Output: [0001_fencing.down.sql 0001_fencing.up.sql 0002_idempotency.down.sql 0002_idempotency.up.sql 0003_messaging.down.sql 0003_messaging.up.sql]
 }
 
 func ExampleExamplesFS() {
@@ -130,6 +130,9 @@ func ExampleObjects() {
 	// sequence concurkit_fence_token_seq
 	// sequence concurkit_lock_token_seq
 	// table concurkit_idempotency_keys
+	// table concurkit_inbox
+	// table concurkit_inbox_sequences
+	// table concurkit_outbox
 	// table concurkit_ratelimit_windows
 	// table concurkit_ratelimit_gcra
 	// history table concurkit_schema_migrations

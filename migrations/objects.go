@@ -1,5 +1,7 @@
 package migrations
 
+import "slices"
+
 // Object is a database object that the toolkit set (Up) creates.
 type Object struct {
 	Kind string // "table" or "sequence"
@@ -24,19 +26,41 @@ func Objects(d Dialect) ([]Object, error) {
 	}
 	fences := Object{"table", DefaultFenceTable, "fence rows of fencedpg.Admit / fencedmysql.Admit (resource -> highest token admitted)"}
 	if d == MySQL {
-		return []Object{
-			fences,
-			{"sequence", DefaultFenceSequence, "MariaDB only: fencing tokens for distlock/redislock and redlock (fencedmysql.Sequence)"},
-			{"table", idempotencyKeys, "idempotency keys and stored responses of idempotencymysql.Store"},
-		}, nil
+		return slices.Concat(
+			// 0001
+			[]Object{fences, {"sequence", DefaultFenceSequence, "MariaDB only: fencing tokens for distlock/redislock and redlock (fencedmysql.Sequence)"}},
+			// 0002
+			[]Object{{"table", idempotencyKeys, "idempotency keys and stored responses of idempotencymysql.Store"}},
+			// 0003
+			messaging("inboxmysql", "outboxmysql"),
+		), nil
 	}
-	return []Object{
-		fences,
-		{"sequence", DefaultFenceSequence, "fencing tokens for distlock/redislock and redlock (fencedpg.Sequence)"},
-		{"sequence", DefaultLockSequence, "fencing tokens of distlock/pglock"},
-		{"table", idempotencyKeys, "idempotency keys and stored responses of idempotencypg.Store"},
+	return slices.Concat(
+		// 0001
+		[]Object{
+			fences,
+			{"sequence", DefaultFenceSequence, "fencing tokens for distlock/redislock and redlock (fencedpg.Sequence)"},
+			{"sequence", DefaultLockSequence, "fencing tokens of distlock/pglock"},
+		},
+		// 0002
+		[]Object{{"table", idempotencyKeys, "idempotency keys and stored responses of idempotencypg.Store"}},
+		// 0003
+		messaging("inboxpg", "outboxpg"),
 		// 0005, PostgreSQL only: MariaDB users of package ratelimit use Redis.
-		{"table", "concurkit_ratelimit_windows", "fixed-window counters of ratelimitpg (unlogged)"},
-		{"table", "concurkit_ratelimit_gcra", "GCRA arrival times of ratelimitpg (unlogged)"},
-	}, nil
+		[]Object{
+			{"table", "concurkit_ratelimit_windows", "fixed-window counters of ratelimitpg (unlogged)"},
+			{"table", "concurkit_ratelimit_gcra", "GCRA arrival times of ratelimitpg (unlogged)"},
+		},
+	), nil
+}
+
+// messaging lists the tables of migration 0003 (packages inbox and
+// outbox; their names are inbox.DefaultTable, inbox.DefaultSequenceTable
+// and outbox.DefaultTable, which a test of those packages checks).
+func messaging(inbox, outbox string) []Object {
+	return []Object{
+		{"table", "concurkit_inbox", "processed message ids per consumer (" + inbox + ".Handle), reaped after the dedup window"},
+		{"table", "concurkit_inbox_sequences", "highest sequence applied per (consumer, producer) (" + inbox + ".HandleSequence)"},
+		{"table", "concurkit_outbox", "events written in business transactions (" + outbox + ".Add), published by outbox.Relay"},
+	}
 }

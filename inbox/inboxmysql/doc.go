@@ -1,0 +1,17 @@
+// Package inboxmysql is the MariaDB/MySQL (database/sql and
+// github.com/go-sql-driver/mysql) adapter of package inbox: Handle runs a
+// handler once per (consumer, message id), recording the id in the
+// handler's transaction; HandleSequence applies messages of one producer
+// once each and in sequence order; Reap deletes ids older than the dedup
+// window.
+//
+// The transactions run through pessimisticmysql.InTx: on a *sql.DB or
+// *sql.Conn they are retried on deadlocks; on a *sql.Tx the caller opened
+// they run once inside it. Whether an id was new is read from the
+// statement's last-insert-id marker, not from the affected-rows count, so
+// the DSN's clientFoundRows setting does not matter. The tables
+// (concurkit_inbox, concurkit_inbox_sequences; ids are VARBINARY, compared
+// byte for byte) are created by the toolkit migrations. Types, sentinels
+// and semantics are the core's: see package inbox. This package never
+// links pgx or the AWS SDK.
+package inboxmysql

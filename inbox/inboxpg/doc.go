@@ -1,0 +1,13 @@
+// Package inboxpg is the PostgreSQL (pgx v5) adapter of package inbox:
+// Handle runs a handler once per (consumer, message id), recording the id
+// in the handler's transaction; HandleSequence applies messages of one
+// producer once each and in sequence order; Reap deletes ids older than
+// the dedup window.
+//
+// The transactions run through pessimisticpg.InTx: on a pool or
+// connection they are retried on deadlocks and serialization failures; on
+// a pgx.Tx the caller opened they run once in a savepoint. The tables
+// (concurkit_inbox, concurkit_inbox_sequences) are created by the toolkit
+// migrations. Types, sentinels and semantics are the core's: see package
+// inbox. This package never links the MySQL driver or the AWS SDK.
+package inboxpg

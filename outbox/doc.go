@@ -1,0 +1,69 @@
+// Package outbox publishes events that a database transaction produced,
+// at least once and only if the transaction committed: the transactional
+// outbox. The producer writes the event into an outbox table inside its
+// business transaction (the adapters' Add); a Relay claims unpublished
+// rows, hands them to a Publisher (a broker, a queue, webhooks) and marks
+// them published only after the publisher returned nil.
+//
+// # Layout: one core, one adapter per driver family
+//
+// This package is the driver-neutral core — Message, Publisher, Source,
+// Relay, Config — and imports only the standard library. The storage
+// lives in outbox/outboxpg (pgx v5) and outbox/outboxmysql (database/sql
+// + go-sql-driver/mysql, MariaDB 10.6+ and MySQL 8), whose *Store is a
+// Source. The table concurkit_outbox is created by the toolkit migrations
+// (package migrations, version 3).
+//
+//	// in the business transaction
+//	id, err := outboxpg.Add(ctx, tx, outbox.Message{Topic: "orders", Key: orderID, Payload: body})
+//
+//	// in one or more relay processes
+//	store, err := outboxpg.New(pool, nil)
+//	relay, err := outbox.NewRelay(store, publisher, nil)
+//	err = relay.Run(ctx)
+//
+// # Claiming: SKIP LOCKED, released with the transaction
+//
+// A claim is one transaction: SELECT … WHERE published_at IS NULL ORDER
+// BY id LIMIT n FOR UPDATE SKIP LOCKED, then the publisher, then UPDATE …
+// SET published_at, then COMMIT. The rows stay locked while the publisher
+// runs, so concurrent relays take disjoint batches and, in the normal
+// case, no row is published twice. A relay that crashes, is cancelled or
+// loses its connection mid-batch holds no claim afterwards: the server
+// rolls its transaction back and the rows are claimable at once — no
+// lease to expire, nothing lost. The cost is a transaction (and a
+// connection) held open for the duration of a publish:
+// RelayConfig.PublishTimeout bounds it.
+//
+// # At least once, effectively once
+//
+// A batch the publisher sent but whose mark did not commit (crash,
+// killed connection, failed COMMIT, a publisher error after some messages
+// went out) is published again. Every message carries an ID (a UUIDv7
+// unless the producer sets one) for the consumer to deduplicate on with
+// package inbox (inboxpg.Handle(ctx, db, consumer, msg.ID, fn)): producer
+// outbox plus consumer inbox give each event's effects exactly once, end
+// to end.
+//
+// # Order
+//
+// Rows are claimed in id (insertion) order, but batches can fail and be
+// retried after later ones, and several relays publish in parallel: the
+// outbox does not promise order. Run a single relay for order per outbox,
+// or number messages per producer and apply them with
+// inbox HandleSequence.
+//
+// # Housekeeping
+//
+// Published rows are kept for Config.Retention (24 h by default) and then
+// deleted by the adapters' Reap, in batches; Pending counts the backlog.
+//
+// # Errors
+//
+// Bad input is reported before any I/O: ErrInvalidMessage for a message
+// that cannot be stored (empty topic, invalid ID, over-long topic or key)
+// and concurkit.ErrInvalidArgument for the rest (nil handles, publishers
+// or sources, batch sizes outside [1, MaxBatchSize], negative durations,
+// bad table names). A Relay's Run never gives up on errors: it backs off
+// and reports each failed batch to the observe hooks as a retry.
+package outbox
