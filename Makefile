@@ -38,7 +38,7 @@ FUZZ         ?= internal/ident:FuzzPostgres internal/ident:FuzzMySQL \
                 pessimistic/pessimisticmysql:FuzzLockClause pessimistic/pessimisticmysql:FuzzClaimSQL \
                 fenced/fencedpg:FuzzGuardSQL fenced/fencedmysql:FuzzGuardSQL \
                 deadlock:FuzzLockManager deadlock:FuzzSimulate \
-                ratelimit/internal/spec:FuzzModel
+                ratelimit/internal/spec:FuzzModel idempotency:FuzzParseKey
 
 # Load the servers' endpoints (CONCURKIT_*) into the recipe's shell.
 WITH_ENV := eval "$$($(SERVICES) env)";
