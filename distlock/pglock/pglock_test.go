@@ -49,6 +49,17 @@ func terminate(t *testing.T, l distlock.Lease) {
 	if err := pool(t).QueryRow(t.Context(), "SELECT pg_terminate_backend($1)", int32(pid)).Scan(&ok); err != nil || !ok {
 		t.Fatalf("pg_terminate_backend: %v, %v", ok, err)
 	}
+	// The server frees the lock as the backend exits, and the holder learns
+	// of it from its dead connection a moment later: the pause being
+	// simulated ends only when both are true, so that a successor's
+	// Acquire cannot win the race against the holder's own watcher (the
+	// suite's handover check would then see a lease outliving its lock,
+	// which fencing covers but the check rightly reports).
+	select {
+	case <-l.Context().Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("lease context not cancelled 30 s after pg_terminate_backend")
+	}
 }
 
 // TestKleppmannTerminated: the pause maps to the holder's session dying
@@ -390,12 +401,16 @@ func TestTokenSequenceExhausted(t *testing.T) {
 		}
 	}
 	// The failed statement took the advisory lock before nextval failed;
-	// the session was closed, so the key is free for another sequence.
+	// the session was closed, so the key is free for another sequence as
+	// soon as that backend has exited (asynchronously: Acquire, not
+	// TryAcquire).
 	other, err := pglock.New(p, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ls, err := other.TryAcquire(t.Context(), "exhausted", nil)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	ls, err := other.Acquire(ctx, "exhausted", nil)
 	if err != nil {
 		t.Fatalf("TryAcquire after the exhausted attempts: %v (the lock was kept)", err)
 	}
