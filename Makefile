@@ -5,6 +5,8 @@
 #   make bench      servers with durable settings, then the contention benchmark
 #                   (default grid, ~2 min; results in bench-results/<timestamp>/)
 #   make bench-full the full grid (about an hour; what bench/results/ holds)
+#   make bench-peers concurkit's locks and helpers vs the libraries people use
+#                   (interleaved, benchstat confidence intervals; ~4 min)
 #   make status     which servers are up
 #   make down       stop the servers started by scripts/services.sh
 #   make unit | fuzz | vet | fmt-check    single phases of `make test`
@@ -43,7 +45,7 @@ FUZZ         ?= internal/ident:FuzzPostgres internal/ident:FuzzMySQL \
 # Load the servers' endpoints (CONCURKIT_*) into the recipe's shell.
 WITH_ENV := eval "$$($(SERVICES) env)";
 
-.PHONY: services status test vet fmt-check unit fuzz bench bench-full down
+.PHONY: services status test vet fmt-check unit fuzz bench bench-full bench-peers down
 
 services:
 	@$(TIMED) "services up" $(SERVICES) up --profile fast
@@ -80,6 +82,10 @@ BENCHFLAGS ?=
 bench:
 	@$(TIMED) "services up (durable)" $(SERVICES) up --profile durable
 	@$(WITH_ENV) $(TIMED) "concurkit bench" $(GO) run ./cmd/concurkit bench $(BENCHFLAGS)
+
+bench-peers:
+	@$(TIMED) "services up" $(SERVICES) up --profile fast
+	@$(WITH_ENV) $(TIMED) "bench-peers" scripts/bench-peers.sh $(OUT)
 
 bench-full:
 	@$(TIMED) "services up (durable)" $(SERVICES) up --profile durable
