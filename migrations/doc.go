@@ -13,8 +13,9 @@
 //     (fencedpg.Admit, fencedmysql.Admit) and the token sequences
 //     concurkit_fence_token_seq (fencedpg.Sequence / fencedmysql.Sequence,
 //     the token source of distlock/redislock and redlock) and, on
-//     PostgreSQL, concurkit_lock_token_seq (distlock/pglock). Its history
-//     table is HistoryTable, concurkit_schema_migrations. It never creates,
+//     PostgreSQL, concurkit_lock_token_seq (distlock/pglock); the table of
+//     saga instances concurkit_sagas (sagapg.Store, sagamysql.Store). Its
+//     history table is HistoryTable, concurkit_schema_migrations. It never creates,
 //     alters or drops a table of yours. Future toolkit objects (idempotency
 //     keys, for instance) join this set as new versions.
 //   - The examples set (UpExamples, DownExamples, ExamplesFS) holds the demo

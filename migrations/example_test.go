@@ -59,7 +59,7 @@ func ExampleUp() {
 	}
 	version, dirty, err := migrations.Version(ctx, migrations.Postgres, dsn)
 	fmt.Println(version, dirty, err)
-	// Output: 1 false <nil>
+	// Output: 4 false <nil>
 }
 
 func ExampleDown() {
@@ -101,7 +101,7 @@ func ExampleFS() {
 	}
 	names, _ := fs.Glob(fsys, "*.sql")
 	fmt.Println(names)
-	// Output: [0001_fencing.down.sql 0001_fencing.up.sql]
+	// Output: [0001_fencing.down.sql 0001_fencing.up.sql 0004_saga.down.sql 0004_saga.up.sql]
 }
 
 func ExampleExamplesFS() {
@@ -129,6 +129,7 @@ func ExampleObjects() {
 	// table concurkit_fences
 	// sequence concurkit_fence_token_seq
 	// sequence concurkit_lock_token_seq
+	// table concurkit_sagas
 	// history table concurkit_schema_migrations
 }
 

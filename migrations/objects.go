@@ -19,15 +19,18 @@ func Objects(d Dialect) ([]Object, error) {
 		return nil, err
 	}
 	fences := Object{"table", DefaultFenceTable, "fence rows of fencedpg.Admit / fencedmysql.Admit (resource -> highest token admitted)"}
+	sagas := Object{"table", "concurkit_sagas", "saga instances of package saga (sagapg.Store, sagamysql.Store): status, steps, outputs, lease"} // 0004_saga
 	if d == MySQL {
 		return []Object{
 			fences,
 			{"sequence", DefaultFenceSequence, "MariaDB only: fencing tokens for distlock/redislock and redlock (fencedmysql.Sequence)"},
+			sagas,
 		}, nil
 	}
 	return []Object{
 		fences,
 		{"sequence", DefaultFenceSequence, "fencing tokens for distlock/redislock and redlock (fencedpg.Sequence)"},
 		{"sequence", DefaultLockSequence, "fencing tokens of distlock/pglock"},
+		sagas,
 	}, nil
 }
