@@ -35,6 +35,7 @@ var stdlibOnly = []string{
 	"internal/sqlerr", "internal/handle", "internal/lease", "internal/ident", "internal/redact",
 	"optimistic/internal/cas", "upsert/internal/spec", "fenced/internal/guard", "pessimistic/internal/txn",
 	"distlock/internal/sentinel", "internal/problem",
+	"saga",
 }
 
 // allowedDrivers says which third-party families an adapter may compile,
