@@ -195,6 +195,9 @@ func (r *runner[In]) run(ctx context.Context) (*Result, error) {
 			return &Result{Key: r.rec.Key, steps: r.rec.Steps}, nil
 		}
 	}
+	if r.rec.Status != Compensating { // a Store that broke its contract
+		return nil, fmt.Errorf("saga: %s: the store claimed an instance in status %q", r.rec.Key, r.rec.Status)
+	}
 	return nil, r.compensate(ctx)
 }
 

@@ -82,6 +82,9 @@ func TestHeartbeatKeepsLease(t *testing.T) {
 	saga.SetHeartbeat(d, time.Millisecond)
 	done := make(chan error, 1)
 	go func() { _, err := d.Run(t.Context(), store, "k", in{}); done <- err }()
+	var once sync.Once
+	stop := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(func() { stop(); <-done }) // also when the test fails early
 	<-inStep
 	for range 3 { // 3 × 50 s: the lease of 1 min would have ended twice
 		clock.Advance(50 * time.Second)
@@ -93,10 +96,11 @@ func TestHeartbeatKeepsLease(t *testing.T) {
 			t.Fatalf("second runner: %v", err)
 		}
 	}
-	close(release)
+	stop()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+	done <- nil // for the cleanup
 }
 
 // TestLeaseLostCancelsStep: when the lease cannot be extended before it
