@@ -404,40 +404,46 @@ func (r *runner[In]) undo(ctx context.Context, j int) error {
 func (r *runner[In]) guard(ctx context.Context, fn func(ctx context.Context) error) error {
 	actx, lost := context.WithCancelCause(ctx)
 	defer lost(nil)
-	hctx, stop := context.WithCancel(ctx)
+	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	key, claim, until := r.rec.Key, r.rec.Claim, r.rec.LeaseUntil
-	wg.Go(func() { r.heartbeat(hctx, lost, key, claim, until) })
-	// Stopping also cancels an extension in flight, so a frozen store
-	// cannot hold us here; deferred too, for a step that panics.
-	defer func() { stop(); wg.Wait() }()
+	wg.Go(func() { r.heartbeat(ctx, stop, lost, key, claim, until) })
+	// Deferred too, for a step that panics.
+	var once sync.Once
+	halt := func() { once.Do(func() { close(stop); wg.Wait() }) }
+	defer halt()
 	err := fn(actx)
-	stop()
-	wg.Wait()
+	halt()
 	if cause := context.Cause(actx); errors.Is(cause, ErrLeaseLost) {
 		return fmt.Errorf("%w (step stopped: %w)", cause, err)
 	}
 	return err
 }
 
-// heartbeat extends the lease of the claim every d.heartbeat until ctx
-// ends; until is when the lease ends now.
-func (r *runner[In]) heartbeat(ctx context.Context, lost context.CancelCauseFunc, key string, claim int64, until time.Time) {
+// heartbeat extends the lease of the claim every d.heartbeat until stop is
+// closed or ctx ends; until is when the lease ends now.
+//
+// An extension in flight when the step ends is not cancelled but bounded
+// by the interval: cancelling a statement can cost its connection (pgx
+// and go-sql-driver close a socket whose context ends mid-query), which
+// would fail the next record on a single-connection store.
+func (r *runner[In]) heartbeat(ctx context.Context, stop <-chan struct{}, lost context.CancelCauseFunc, key string, claim int64, until time.Time) {
 	hooks := observe.FromContext(ctx)
 	t := time.NewTicker(r.d.heartbeat)
 	defer t.Stop()
 	for {
 		select {
+		case <-stop:
+			return
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
 		now := r.d.now()
 		next := now.Add(r.d.ttl)
-		err := r.store.Extend(ctx, key, claim, next)
-		if ctx.Err() != nil {
-			return // the step ended meanwhile
-		}
+		ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.d.heartbeat)
+		err := r.store.Extend(ectx, key, claim, next)
+		cancel()
 		hooks.OnLeaseExtend(ctx, observe.LeaseEvent{Package: "saga", Key: key, Token: claim, Err: err})
 		if err == nil {
 			until = next

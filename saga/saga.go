@@ -30,7 +30,7 @@ type Config struct {
 	// LeaseTTL is how long a runner's claim on an instance lasts without
 	// renewal. Every record the runner writes renews it, and while an
 	// action or compensation runs the runner extends it every LeaseTTL/3
-	// in the background, so it bounds how long a crashed runner blocks
+	// in the background (each extension bounded by that interval), so it bounds how long a crashed runner blocks
 	// the instance, not how long a step may take. If an extension fails
 	// with ErrLeaseLost (or cannot be made before the lease ends), the
 	// step's context is cancelled with ErrLeaseLost as its cause.
@@ -234,8 +234,10 @@ type Call[In any] struct {
 	SagaKey string
 	// Step is the step's name.
 	Step string
-	// Attempt counts the runs that started this step's action, this one
-	// included (1 the first time; more after a crash or a lost lease).
+	// Attempt counts the runs that marked this step started, this one
+	// included: 1 the first time, more after an interrupted run (a crash,
+	// a cancelled context, a lost lease), which may or may not have
+	// called the action.
 	Attempt int
 	// Input is the saga's input.
 	Input In

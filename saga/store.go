@@ -109,8 +109,8 @@ type Record struct {
 type StepRecord struct {
 	Name   string     `json:"name"`
 	Status StepStatus `json:"status"`
-	// Attempts counts the runs that started the step's action (retries
-	// within one run count once).
+	// Attempts counts the runs that marked the step started (see
+	// Call.Attempt; retries within one run count once).
 	Attempts int `json:"attempts"`
 	// Result is the action's output, JSON-encoded, once the step is Done
 	// (and kept after it is compensated).
