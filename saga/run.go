@@ -277,7 +277,7 @@ func (r *runner[In]) fail(ctx context.Context, i int, err error) error {
 		return stop
 	}
 	s := &r.rec.Steps[i]
-	s.Status, s.Error = StepFailed, truncate(err.Error())
+	s.Status, s.Error = StepFailed, storedError(err)
 	r.rec.Status, r.rec.Error = Compensating, s.Error
 	r.cause = err
 	return r.save(ctx, false)
@@ -354,7 +354,7 @@ func (r *runner[In]) compensate(ctx context.Context) error {
 				fe.CompensationErr = stop
 				return fe
 			}
-			steps[j].Error = truncate(err.Error())
+			steps[j].Error = storedError(err)
 			r.rec.Error = steps[j].Error
 			if serr := r.save(ctx, true); serr != nil {
 				return errors.Join(fe, serr)
@@ -461,8 +461,10 @@ func (r *runner[In]) heartbeat(ctx context.Context, stop <-chan struct{}, lost c
 	}
 }
 
-// truncate cuts s to maxErrorLen bytes on a rune boundary.
-func truncate(s string) string {
+// storedError is err's message as stored: valid UTF-8 without NUL (which
+// PostgreSQL text refuses), cut to maxErrorLen bytes on a rune boundary.
+func storedError(err error) string {
+	s := strings.ReplaceAll(strings.ToValidUTF8(err.Error(), "\uFFFD"), "\x00", `\x00`)
 	if len(s) <= maxErrorLen {
 		return s
 	}

@@ -2,6 +2,7 @@ package sagatest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -62,6 +63,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) *Harness) {
 		{"RetryableErrorRetriesStep", RetryableErrorRetriesStep},
 		{"DefinitionAndInputMismatch", DefinitionAndInputMismatch},
 		{"BadInputWritesNothing", BadInputWritesNothing},
+		{"AwkwardValues", AwkwardValues},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newHarness(t)) })
@@ -857,6 +859,54 @@ func Reaper(t *testing.T, store saga.Store,
 		_, err := load(ctx, key)
 		if gone != errors.Is(err, saga.ErrNotFound) || (!gone && err != nil) {
 			t.Errorf("%s after DeleteFinished: %v", key, err)
+		}
+	}
+}
+
+// AwkwardValues: inputs, outputs and error messages with NUL, invalid
+// UTF-8, non-BMP characters and large numbers are stored and replayed.
+func AwkwardValues(t *testing.T, h *Harness) {
+	type value struct {
+		S string `json:"s"`
+		N int64  `json:"n"`
+	}
+	odd := value{S: "nul\x00 tab\t emoji 🦫 bad\xff", N: 1<<62 + 1}
+	ctx := t.Context()
+	d, err := saga.New("odd", 1, &saga.Config{Retry: retry.Policy{MaxAttempts: 1}},
+		saga.NewStep("echo", func(_ context.Context, c *saga.Call[value]) (value, error) { return c.Input, nil },
+			func(context.Context, *saga.Call[value], value) error { return nil }),
+		saga.NewStep("fail", func(context.Context, *saga.Call[value]) (int, error) {
+			return 0, errors.New("bad\x00\xffmessage")
+		}, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		_, err := d.Run(ctx, h.Store(t), "odd", odd)
+		if !errors.Is(err, saga.ErrCompensated) || !strings.Contains(err.Error(), "message") {
+			t.Fatalf("Run %d: %v", i, err)
+		}
+	}
+	rec, err := h.Load(ctx, "odd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out value
+	if err := json.Unmarshal(rec.Steps[0].Result, &out); err != nil || out.N != odd.N || out.S != strings.ToValidUTF8(odd.S, "\uFFFD") {
+		t.Errorf("stored output %+v (%v), want %+v", out, err, odd)
+	}
+	good, err := saga.New("odd-ok", 1, nil,
+		saga.NewStep("echo", func(_ context.Context, c *saga.Call[value]) (value, error) { return c.Input, nil }, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		res, err := good.Run(ctx, h.Store(t), "odd-ok", odd)
+		if err != nil || res.Replayed != (i == 1) {
+			t.Fatalf("Run %d: %+v %v", i, res, err)
+		}
+		if err := res.Output("echo", &out); err != nil || out.N != odd.N || out.S != strings.ToValidUTF8(odd.S, "\uFFFD") {
+			t.Errorf("Run %d: output %+v %v", i, out, err)
 		}
 	}
 }
