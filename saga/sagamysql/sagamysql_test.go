@@ -201,3 +201,23 @@ func TestTableAndReaper(t *testing.T) {
 	}
 	sagatest.Reaper(t, s, s.DeleteFinished, s.Load)
 }
+
+func BenchmarkRun(b *testing.B) {
+	db := testkit.MySQL(b)
+	fsys, err := migrations.FS(migrations.MySQL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ddl, err := fs.ReadFile(fsys, "0004_saga.up.sql")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := db.ExecContext(b.Context(), string(ddl)); err != nil {
+		b.Fatal(err)
+	}
+	s, err := sagamysql.New(db, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sagatest.Bench(b, s)
+}

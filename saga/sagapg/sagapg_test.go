@@ -144,3 +144,23 @@ func TestTableAndReaper(t *testing.T) {
 	}
 	sagatest.Reaper(t, s, s.DeleteFinished, s.Load)
 }
+
+func BenchmarkRun(b *testing.B) {
+	pool := testkit.Postgres(b)
+	fsys, err := migrations.FS(migrations.Postgres)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ddl, err := fs.ReadFile(fsys, "0004_saga.up.sql")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := pool.Exec(b.Context(), string(ddl)); err != nil {
+		b.Fatal(err)
+	}
+	s, err := sagapg.New(pool, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sagatest.Bench(b, s)
+}

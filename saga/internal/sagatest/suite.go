@@ -910,3 +910,35 @@ func AwkwardValues(t *testing.T, h *Harness) {
 		}
 	}
 }
+
+// Bench measures Run of a four-step saga with no-op actions on store: a
+// new instance per iteration (claim + 5 records), and the replay of a
+// completed one (claim attempt + read).
+func Bench(b *testing.B, store saga.Store) {
+	noop := func(name string) saga.Step[int] {
+		return saga.NewStep(name, func(context.Context, *saga.Call[int]) (int, error) { return 1, nil }, nil)
+	}
+	d, err := saga.New("bench", 1, nil, noop("a"), noop("b"), noop("c"), noop("d"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("new", func(b *testing.B) {
+		i := 0
+		for b.Loop() {
+			i++
+			if _, err := d.Run(b.Context(), store, fmt.Sprint("new-", i), i); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("replay", func(b *testing.B) {
+		if _, err := d.Run(b.Context(), store, "replay", 0); err != nil {
+			b.Fatal(err)
+		}
+		for b.Loop() {
+			if res, err := d.Run(b.Context(), store, "replay", 0); err != nil || !res.Replayed {
+				b.Fatal(res, err)
+			}
+		}
+	})
+}
