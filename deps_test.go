@@ -38,6 +38,7 @@ var stdlibOnly = []string{
 	"ratelimit", "ratelimit/internal/spec",
 	"idempotency", "idempotency/internal/wire",
 	"inbox", "inbox/internal/spec", "outbox", "outbox/internal/spec",
+	"saga",
 }
 
 // allowedDrivers says which third-party families an adapter may compile,

@@ -17,8 +17,9 @@
 //     the idempotency key table concurkit_idempotency_keys
 //     (idempotencypg.Store, idempotencymysql.Store) (version 2); the
 //     messaging tables concurkit_inbox and concurkit_inbox_sequences
-//     (package inbox) and concurkit_outbox (package outbox) (version 3); on
-//     PostgreSQL only, the unlogged rate-limit tables
+//     (package inbox) and concurkit_outbox (package outbox) (version 3); the
+//     saga instances concurkit_sagas (sagapg.Store, sagamysql.Store)
+//     (version 4); on PostgreSQL only, the unlogged rate-limit tables
 //     concurkit_ratelimit_windows and concurkit_ratelimit_gcra
 //     (ratelimit/ratelimitpg, version 5). Its history table is
 //     HistoryTable, concurkit_schema_migrations. It never creates, alters or

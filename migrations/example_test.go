@@ -101,7 +101,7 @@ func ExampleFS() {
 	}
 	names, _ := fs.Glob(fsys, "*.sql")
 	fmt.Println(names)
-	// Output: [0001_fencing.down.sql 0001_fencing.up.sql 0002_idempotency.down.sql 0002_idempotency.up.sql 0003_messaging.down.sql 0003_messaging.up.sql]
+	// Output: [0001_fencing.down.sql 0001_fencing.up.sql 0002_idempotency.down.sql 0002_idempotency.up.sql 0003_messaging.down.sql 0003_messaging.up.sql 0004_saga.down.sql 0004_saga.up.sql]
 }
 
 func ExampleExamplesFS() {
@@ -133,6 +133,7 @@ func ExampleObjects() {
 	// table concurkit_inbox
 	// table concurkit_inbox_sequences
 	// table concurkit_outbox
+	// table concurkit_sagas
 	// table concurkit_ratelimit_windows
 	// table concurkit_ratelimit_gcra
 	// history table concurkit_schema_migrations

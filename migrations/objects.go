@@ -25,6 +25,7 @@ func Objects(d Dialect) ([]Object, error) {
 		return nil, err
 	}
 	fences := Object{"table", DefaultFenceTable, "fence rows of fencedpg.Admit / fencedmysql.Admit (resource -> highest token admitted)"}
+	sagas := Object{"table", "concurkit_sagas", "saga instances of package saga (sagapg.Store, sagamysql.Store): status, steps, outputs, lease"}
 	if d == MySQL {
 		return slices.Concat(
 			// 0001
@@ -33,6 +34,8 @@ func Objects(d Dialect) ([]Object, error) {
 			[]Object{{"table", idempotencyKeys, "idempotency keys and stored responses of idempotencymysql.Store"}},
 			// 0003
 			messaging("inboxmysql", "outboxmysql"),
+			// 0004
+			[]Object{sagas},
 		), nil
 	}
 	return slices.Concat(
@@ -46,6 +49,8 @@ func Objects(d Dialect) ([]Object, error) {
 		[]Object{{"table", idempotencyKeys, "idempotency keys and stored responses of idempotencypg.Store"}},
 		// 0003
 		messaging("inboxpg", "outboxpg"),
+		// 0004
+		[]Object{sagas},
 		// 0005, PostgreSQL only: MariaDB users of package ratelimit use Redis.
 		[]Object{
 			{"table", "concurkit_ratelimit_windows", "fixed-window counters of ratelimitpg (unlogged)"},

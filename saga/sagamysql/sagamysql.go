@@ -1,0 +1,277 @@
+package sagamysql
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	_ "github.com/go-sql-driver/mysql" // the driver this adapter is for
+
+	"github.com/concurkit/concurkit"
+	"github.com/concurkit/concurkit/internal/handle"
+	"github.com/concurkit/concurkit/internal/ident"
+	"github.com/concurkit/concurkit/internal/mysqlcancel"
+	"github.com/concurkit/concurkit/internal/sqldb"
+	"github.com/concurkit/concurkit/saga"
+)
+
+// DBTX is the part of a *sql.DB that the store uses: *sql.DB
+// (recommended) and *sql.Conn satisfy it. It is the same interface as every
+// other concurkit MySQL adapter's DBTX.
+type DBTX = sqldb.DBTX
+
+var (
+	_ DBTX       = (*sql.DB)(nil)
+	_ DBTX       = (*sql.Conn)(nil)
+	_ saga.Store = (*Store)(nil)
+)
+
+// Config configures a Store. A nil *Config means the defaults.
+type Config struct {
+	// Table is the instances table. The zero Table is saga.DefaultTable,
+	// concurkit_sagas, in the connection's database.
+	Table saga.Table
+}
+
+// Store is a saga.Store on MariaDB/MySQL. It is safe for concurrent use.
+type Store struct {
+	db                                            DBTX
+	claim, load, save, extend, unfinished, delete string
+}
+
+// SQL templates; %[1]s is the quoted table, never a value. The status
+// literals are saga.Running and saga.Compensating (unfinished) and
+// saga.Completed and saga.Compensated (finished). Times are UTC text.
+const (
+	columns = "saga_key, definition, definition_version, input, input_hash, status, steps, last_error, claim, lease_until, created_at, updated_at"
+	// Read back as text: the DSN's parseTime and loc must not matter.
+	selected = "saga_key, definition, definition_version, input, input_hash, status, steps, last_error, claim, " +
+		"CAST(lease_until AS CHAR), CAST(created_at AS CHAR), CAST(updated_at AS CHAR)"
+	// myClaim inserts the instance or, if it exists unfinished with its
+	// lease free or ended, sets our claim; the later assignments test
+	// "claim = ours" because MySQL evaluates them left to right, after
+	// claim changed. Whether the claim is ours is read back with myLoad:
+	// the affected-rows count depends on the DSN's clientFoundRows.
+	myClaim = "INSERT INTO %[1]s (" + columns + ", revision) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)\n" +
+		"ON DUPLICATE KEY UPDATE\n" +
+		"claim = IF(status IN ('running', 'compensating') AND (lease_until IS NULL OR lease_until <= ?), ?, claim),\n" +
+		"revision = IF(claim = ?, revision + 1, revision),\n" +
+		"updated_at = IF(claim = ?, ?, updated_at),\n" +
+		"lease_until = IF(claim = ?, ?, lease_until)"
+	myLoad = "SELECT " + selected + " FROM %[1]s WHERE saga_key = ?"
+	// mySave and myExtend are fenced by the claim; revision always
+	// changes, so a matched row counts as affected whatever
+	// clientFoundRows says.
+	mySave = "UPDATE %[1]s SET status = ?, steps = ?, last_error = ?, lease_until = ?, updated_at = ?, revision = revision + 1 " +
+		"WHERE saga_key = ? AND claim = ?"
+	myExtend     = "UPDATE %[1]s SET lease_until = ?, revision = revision + 1 WHERE saga_key = ? AND claim = ?"
+	myUnfinished = "SELECT " + selected + " FROM %[1]s WHERE status IN ('running', 'compensating') AND (lease_until IS NULL OR lease_until <= ?) " +
+		"ORDER BY updated_at, saga_key LIMIT ?"
+	myDelete = "DELETE FROM %[1]s WHERE status IN ('completed', 'compensated') AND updated_at < ? ORDER BY updated_at LIMIT ?"
+)
+
+// New returns a Store on db. It returns an error matching
+// concurkit.ErrInvalidArgument for a nil db or an invalid table name.
+// It does not check that the table exists: apply the toolkit migrations
+// (migrations.Up) first.
+func New(db DBTX, cfg *Config) (*Store, error) {
+	if handle.IsNil(db) {
+		return nil, fmt.Errorf("%w: sagamysql: nil db", concurkit.ErrInvalidArgument)
+	}
+	if _, ok := db.(*sql.Tx); ok {
+		return nil, fmt.Errorf("%w: sagamysql: a *sql.Tx would record nothing until it commits: give a *sql.DB", concurkit.ErrInvalidArgument)
+	}
+	var t saga.Table
+	if cfg != nil {
+		t = cfg.Table
+	}
+	if t.Name == "" {
+		t.Name = saga.DefaultTable
+	}
+	parts := []string{t.Name}
+	if t.Schema != "" {
+		parts = []string{t.Schema, t.Name}
+	}
+	table, err := ident.MySQL(parts...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: sagamysql: table: %w", concurkit.ErrInvalidArgument, err)
+	}
+	f := func(q string) string { return fmt.Sprintf(q, table) }
+	return &Store{db: db, claim: f(myClaim), load: f(myLoad), save: f(mySave), extend: f(myExtend),
+		unfinished: f(myUnfinished), delete: f(myDelete)}, nil
+}
+
+// Claim implements saga.Store: one INSERT … ON DUPLICATE KEY UPDATE, then
+// a read of the row, which says whether the claim is ours (no other runner
+// can take it before our lease ends).
+func (s *Store) Claim(ctx context.Context, fresh *saga.Record, now time.Time) (*saga.Record, bool, error) {
+	if fresh == nil {
+		return nil, false, fmt.Errorf("%w: sagamysql: nil record", concurkit.ErrInvalidArgument)
+	}
+	steps, err := encodeSteps(fresh)
+	if err != nil {
+		return nil, false, err
+	}
+	lease, updated := nullTime(fresh.LeaseUntil), timeText(fresh.Updated)
+	_, err = mysqlcancel.Exec(ctx, s.db, s.claim,
+		fresh.Key, fresh.Definition, fresh.Version, []byte(fresh.Input), fresh.InputHash, string(fresh.Status), steps, fresh.Error,
+		fresh.Claim, lease, timeText(fresh.Created), updated,
+		timeText(now), fresh.Claim, fresh.Claim, fresh.Claim, updated, fresh.Claim, lease)
+	if err != nil {
+		return nil, false, fmt.Errorf("sagamysql: claim: %w", err)
+	}
+	rec, err := s.Load(ctx, fresh.Key)
+	if err != nil {
+		return nil, false, err
+	}
+	return rec, rec.Claim == fresh.Claim, nil
+}
+
+// Save implements saga.Store: one UPDATE fenced by rec.Claim.
+func (s *Store) Save(ctx context.Context, rec *saga.Record) error {
+	if rec == nil {
+		return fmt.Errorf("%w: sagamysql: nil record", concurkit.ErrInvalidArgument)
+	}
+	steps, err := encodeSteps(rec)
+	if err != nil {
+		return err
+	}
+	res, err := mysqlcancel.Exec(ctx, s.db, s.save, string(rec.Status), steps, rec.Error, nullTime(rec.LeaseUntil), timeText(rec.Updated), rec.Key, rec.Claim)
+	return fenced("save", res, err)
+}
+
+// Extend implements saga.Store: one UPDATE fenced by claim.
+func (s *Store) Extend(ctx context.Context, key string, claim int64, until time.Time) error {
+	res, err := mysqlcancel.Exec(ctx, s.db, s.extend, nullTime(until), key, claim)
+	return fenced("extend", res, err)
+}
+
+func fenced(op string, res sql.Result, err error) error {
+	if err != nil {
+		return fmt.Errorf("sagamysql: %s: %w", op, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("sagamysql: %s: %w", op, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("sagamysql: %s: %w", op, saga.ErrLeaseLost)
+	}
+	return nil
+}
+
+// Load returns the instance key, or an error matching saga.ErrNotFound.
+func (s *Store) Load(ctx context.Context, key string) (*saga.Record, error) {
+	rec, err := scan(s.db.QueryRowContext(ctx, s.load, key))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("%w: %s", saga.ErrNotFound, key)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sagamysql: load: %w", err)
+	}
+	return rec, nil
+}
+
+// Unfinished returns up to limit unfinished instances (Running or
+// Compensating) whose lease is free or ended at now, least recently
+// updated first: the instances a crashed or cancelled runner left, for a
+// recovery job to run again (decode Record.Input into the definition's
+// input and call its Run with Record.Key). An instance being run now is
+// not listed. limit < 1 is an error matching concurkit.ErrInvalidArgument.
+func (s *Store) Unfinished(ctx context.Context, now time.Time, limit int) ([]*saga.Record, error) {
+	if limit < 1 {
+		return nil, fmt.Errorf("%w: sagamysql: limit %d < 1", concurkit.ErrInvalidArgument, limit)
+	}
+	rows, err := s.db.QueryContext(ctx, s.unfinished, timeText(now), limit)
+	if err != nil {
+		return nil, fmt.Errorf("sagamysql: unfinished: %w", err)
+	}
+	defer rows.Close()
+	var out []*saga.Record
+	for rows.Next() {
+		rec, err := scan(rows)
+		if err != nil {
+			return nil, fmt.Errorf("sagamysql: unfinished: %w", err)
+		}
+		out = append(out, rec)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sagamysql: unfinished: %w", err)
+	}
+	return out, nil
+}
+
+// DeleteFinished deletes up to limit finished instances (Completed or
+// Compensated) last updated before before, oldest first, and returns how
+// many it deleted: a reaper calls it in a loop until it returns less than
+// limit. A deleted instance's key starts a new saga if it is run again, so
+// keep instances longer than clients retry. limit < 1 is an error matching
+// concurkit.ErrInvalidArgument.
+func (s *Store) DeleteFinished(ctx context.Context, before time.Time, limit int) (int64, error) {
+	if limit < 1 {
+		return 0, fmt.Errorf("%w: sagamysql: limit %d < 1", concurkit.ErrInvalidArgument, limit)
+	}
+	res, err := mysqlcancel.Exec(ctx, s.db, s.delete, timeText(before), limit)
+	if err != nil {
+		return 0, fmt.Errorf("sagamysql: delete finished: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("sagamysql: delete finished: %w", err)
+	}
+	return n, nil
+}
+
+func scan(row interface{ Scan(...any) error }) (*saga.Record, error) {
+	var (
+		r                       saga.Record
+		status                  string
+		steps                   []byte
+		lease, created, updated sql.NullString
+	)
+	if err := row.Scan(&r.Key, &r.Definition, &r.Version, &r.Input, &r.InputHash, &status, &steps, &r.Error, &r.Claim, &lease, &created, &updated); err != nil {
+		return nil, err
+	}
+	r.Status = saga.Status(status)
+	for _, t := range []struct {
+		dst *time.Time
+		src sql.NullString
+	}{{&r.LeaseUntil, lease}, {&r.Created, created}, {&r.Updated, updated}} {
+		if !t.src.Valid {
+			continue
+		}
+		v, err := time.ParseInLocation(layout, t.src.String, time.UTC)
+		if err != nil {
+			return nil, fmt.Errorf("sagamysql: %s: time %q: %w", r.Key, t.src.String, err)
+		}
+		*t.dst = v
+	}
+	if err := json.Unmarshal(steps, &r.Steps); err != nil {
+		return nil, fmt.Errorf("sagamysql: %s: decoding steps: %w", r.Key, err)
+	}
+	return &r, nil
+}
+
+func encodeSteps(r *saga.Record) ([]byte, error) {
+	b, err := json.Marshal(r.Steps)
+	if err != nil {
+		return nil, fmt.Errorf("sagamysql: %s: encoding steps: %w", r.Key, err)
+	}
+	return b, nil
+}
+
+// layout is how times are bound and read: DATETIME(6) text, UTC.
+const layout = "2006-01-02 15:04:05.999999"
+
+func timeText(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05.000000") }
+
+// nullTime maps the zero time (no lease) to NULL.
+func nullTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return timeText(t)
+}

@@ -1,0 +1,174 @@
+package sagapg_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/concurkit/concurkit/migrations"
+	"github.com/concurkit/concurkit/saga"
+	"github.com/concurkit/concurkit/saga/sagapg"
+)
+
+// The examples use a temporary copy of the toolkit's concurkit_sagas
+// table on one connection to the PostgreSQL of scripts/services.sh (or
+// CONCURKIT_POSTGRES_URL). A service applies the toolkit migrations
+// (migrations.Up) and gives New its *pgxpool.Pool instead.
+func exampleConn(ctx context.Context) (*pgx.Conn, error) {
+	url := os.Getenv("CONCURKIT_POSTGRES_URL")
+	if url == "" {
+		url = "postgres://postgres@127.0.0.1:15432/postgres?sslmode=disable"
+	}
+	fsys, err := migrations.FS(migrations.Postgres)
+	if err != nil {
+		return nil, err
+	}
+	ddl, err := fs.ReadFile(fsys, "0004_saga.up.sql")
+	if err != nil {
+		return nil, err
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := conn.Exec(ctx, strings.Replace(string(ddl), "CREATE TABLE IF NOT EXISTS", "CREATE TEMP TABLE", 1)); err != nil {
+		_ = conn.Close(ctx)
+		return nil, err
+	}
+	return conn, nil
+}
+
+func ExampleNew() {
+	ctx := context.Background()
+	conn, err := exampleConn(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer conn.Close(ctx)
+	store, err := sagapg.New(conn, nil) // table concurkit_sagas
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	signup, err := saga.New("signup", 1, nil,
+		saga.NewStep("account", func(ctx context.Context, c *saga.Call[string]) (int, error) { return 1001, nil }, nil))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	if _, err := signup.Run(ctx, store, "signup-ann", "ann@example.com"); err != nil {
+		fmt.Println(err)
+		return
+	}
+	rec, err := store.Load(ctx, "signup-ann")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(rec.Definition, rec.Version, rec.Status, rec.Steps[0].Name, rec.Steps[0].Status, string(rec.Steps[0].Result))
+	// Output: signup 1 completed account done 1001
+}
+
+// A recovery job: a saga interrupted mid-step (here by its context; in
+// production by a crash, once its lease has expired) is listed by
+// Unfinished and run again from its stored input.
+func ExampleStore_Unfinished() {
+	ctx := context.Background()
+	conn, err := exampleConn(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer conn.Close(ctx)
+	store, err := sagapg.New(conn, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	stop, cancel := context.WithCancel(ctx)
+	d, err := saga.New("export", 1, nil,
+		saga.NewStep("copy", func(ctx context.Context, c *saga.Call[string]) (string, error) {
+			if c.Attempt == 1 {
+				cancel() // the process goes away in the middle of the step
+				return "", ctx.Err()
+			}
+			fmt.Println("copy", c.Input, "attempt", c.Attempt)
+			return "done", nil
+		}, nil))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	_, err = d.Run(stop, store, "export-9", "s3://bucket/report.csv")
+	fmt.Println(err != nil)
+
+	recs, err := store.Unfinished(ctx, time.Now(), 100)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, rec := range recs {
+		var input string
+		if err := json.Unmarshal(rec.Input, &input); err != nil {
+			fmt.Println(err)
+			continue
+		}
+		_, err := d.Run(ctx, store, rec.Key, input)
+		fmt.Println(rec.Key, err)
+	}
+	// Output:
+	// true
+	// copy s3://bucket/report.csv attempt 2
+	// export-9 <nil>
+}
+
+// A reaper deletes finished instances in batches once clients no longer
+// retry them.
+func ExampleStore_DeleteFinished() {
+	ctx := context.Background()
+	conn, err := exampleConn(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer conn.Close(ctx)
+	store, err := sagapg.New(conn, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	d, err := saga.New("ping", 1, nil, saga.NewStep("ping", func(context.Context, *saga.Call[int]) (int, error) { return 1, nil }, nil))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for i := range 5 {
+		if _, err := d.Run(ctx, store, fmt.Sprint("ping-", i), i); err != nil {
+			fmt.Println(err)
+			return
+		}
+	}
+	cutoff := time.Now().Add(time.Minute) // production: time.Now().Add(-7 * 24 * time.Hour)
+	for {
+		n, err := store.DeleteFinished(ctx, cutoff, 2)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Println("deleted", n)
+		if n < 2 {
+			break
+		}
+	}
+	// Output:
+	// deleted 2
+	// deleted 2
+	// deleted 1
+}
