@@ -128,9 +128,12 @@ FROM (SELECT current_setting('idle_session_timeout') AS prev OFFSET 0) AS s`
 	sqlExtend = `SELECT set_config('idle_session_timeout', $1, false)`
 	// Unlock and restore the session's own idle_session_timeout ($2, read
 	// by sqlTryLock) in one statement.
-	sqlUnlock    = `SELECT pg_advisory_unlock($1), set_config('idle_session_timeout', $2, false)`
-	sqlCreateSeq = `CREATE SEQUENCE IF NOT EXISTS %s AS bigint MINVALUE 1`
-	pgUndefined  = "42P01" // undefined_table: the sequence does not exist
+	sqlUnlock = `SELECT pg_advisory_unlock($1), set_config('idle_session_timeout', $2, false)`
+	// sqlUnlockOnly frees the lock after a failed try; a WARNING (not an
+	// error) if the session did not hold it.
+	sqlUnlockOnly = `SELECT pg_advisory_unlock($1)`
+	sqlCreateSeq  = `CREATE SEQUENCE IF NOT EXISTS %s AS bigint MINVALUE 1`
+	pgUndefined   = "42P01" // undefined_table: the sequence does not exist
 )
 
 // Acquire blocks until the lock on key is held or ctx ends (then it
@@ -261,9 +264,11 @@ func (l *Locker) attempt(ctx context.Context, key string, o distlock.Options) (d
 	var prev string
 	if err := conn.QueryRow(ctx, sqlTryLock, k, ms(o.TTL), l.seq).Scan(&tok, &prev); err != nil {
 		// The try may have taken the lock before the error (session locks
-		// survive a failed statement): closing the session frees whatever
-		// it holds.
-		discard(conn)
+		// survive a failed statement, e.g. nextval past MAXVALUE): unlock it
+		// now, so that the key is free at once rather than when the closed
+		// backend gets round to exiting, then close the session, whose state
+		// is unknown, which frees whatever it still holds.
+		unlockAndDiscard(conn, k)
 		if cerr := ctx.Err(); cerr != nil {
 			return nil, errors.Join(distlock.ErrNotAcquired, cerr)
 		}
@@ -288,6 +293,18 @@ func (l *Locker) attempt(ctx context.Context, key string, o distlock.Options) (d
 	}
 	s.start(lz)
 	return &pgLease{l: lz, pid: conn.Conn().PgConn().PID()}, nil
+}
+
+// unlockAndDiscard releases advisory lock k if the session holds it (a
+// bounded best effort on a connection that still works) and discards the
+// connection.
+func unlockAndDiscard(c *pgxpool.Conn, k int64) {
+	if !c.Conn().PgConn().IsClosed() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, _ = c.Exec(ctx, sqlUnlockOnly, k)
+		cancel()
+	}
+	discard(c)
 }
 
 // discard closes a connection whose session state is unknown and hands it
