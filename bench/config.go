@@ -44,10 +44,11 @@ const (
 	// for two strategies; 1 s per cell. Under 3 minutes on two cores for the
 	// default workload.
 	GridQuick = "quick"
-	// GridFull crosses rows 1, 4, 16, 256 with workers 1, 4, 16, 32, adds
-	// Zipfian keys (θ 0, 0.5, 0.9, 0.99, 1.2 over 10,000 keys at 16 workers)
-	// and open-loop runs at seven fractions of the maximum for every
-	// strategy, for every workload; 5 s per cell. About four hours.
+	// GridFull runs every workload at rows 1, 4, 16, 256 with 16 workers
+	// and at workers 1, 4, 16, 32 on the hottest row, adds Zipfian keys
+	// (θ 0, 0.5, 0.9, 0.99, 1.2 over 10,000 keys at 16 workers) and
+	// open-loop runs at seven fractions of the maximum for cas, for-update
+	// and single-update; 3 s per cell. About an hour on two cores.
 	GridFull = "full"
 	// GridFast is a smoke run of seconds: rows 1 and 16, workers 1 and 4,
 	// 300 ms per cell, one open-loop strategy. Numbers are not meaningful;
@@ -272,9 +273,11 @@ func presetFor(name string) (preset, error) {
 		}
 		return preset{
 			workloads: []string{Counter, Inventory, Transfer, Mixed},
-			rows:      []int{1, 4, 16, 256}, workers: []int{1, 4, 16, 32}, baseWorkers: 16,
-			zipf:  []float64{0, 0.5, 0.9, 0.99, 1.2},
-			rates: rates, duration: 5 * time.Second, warmup: time.Second, syncProbe: 2 * time.Second,
+			rows:      []int{1, 4, 16, 256}, workers: []int{1, 4, 16, 32}, baseWorkers: 16, cross: true,
+			zipf:     []float64{0, 0.5, 0.9, 0.99, 1.2},
+			rates:    rates,
+			openOnly: []string{"cas", "for-update", "single-update"},
+			duration: 3 * time.Second, warmup: 500 * time.Millisecond, syncProbe: 2 * time.Second,
 		}, nil
 	case GridFast:
 		return preset{

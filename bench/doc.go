@@ -140,8 +140,10 @@
 // GridQuick (the default): 1 s cells, five closed-loop points per strategy
 // and three open-loop points for cas and for-update — about 95 cells and
 // 2-2.5 minutes on two cores for both databases (measured: 2 min 16 s on a
-// loaded 2-core machine). GridFull: every workload, rows 1, 4, 16, 256 ×
-// workers 1, 4, 16, 32, five Zipfian θ and seven open-loop points per
-// strategy, 5 s cells: about 2,240 cells and four hours. GridFast: a smoke
+// loaded 2-core machine). GridFull: every workload at rows 1, 4, 16, 256
+// (16 workers) and workers 1, 4, 16, 32 (one hot row), five Zipfian θ, and
+// seven open-loop points for cas, for-update and single-update, 3 s cells:
+// the CLI prints the cell count and its estimate at the start (about an
+// hour on two cores). GridFast: a smoke
 // run of seconds for tests. Explicit Rows or Workers are crossed in full.
 package bench
