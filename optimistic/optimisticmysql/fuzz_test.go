@@ -29,7 +29,7 @@ func FuzzMySQLStatement(f *testing.F) {
 		f.Add(n[0], n[1], n[2], n[3], n[4])
 	}
 	const q = '`'
-	stmts := func(q cas.Quoted) []string { s := build(q); return []string{s.cas, s.exists} }
+	stmts := func(q cas.Quoted) []string { s := build(q); return []string{s.cas, s.exists, s.existsLocking} }
 	f.Fuzz(func(t *testing.T, schema, table, key, version, col string) {
 		tbl := optimistic.Table{Schema: schema, Name: table, KeyColumn: key, VersionColumn: version}
 		tbl, cols, err := cas.Prepare(pkg, struct{}{}, "db", tbl, 1, map[string]any{col: 1}, nil)

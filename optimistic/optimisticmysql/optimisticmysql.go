@@ -37,17 +37,26 @@ const pkg = "optimisticmysql"
 // expected version.
 const casSQL = `UPDATE %[1]s SET %[4]s%[3]s = %[3]s + 1 WHERE %[2]s = ? AND %[3]s = ?`
 
-// existsSQL tells a conflict from a missing row after a miss. It is a
-// locking read: a plain SELECT inside a REPEATABLE READ transaction reads
-// the transaction's snapshot, which may predate the row (or its deletion),
-// whereas the UPDATE that missed read the newest committed row. After a
-// miss in REPEATABLE READ the UPDATE normally already holds the row's
-// lock (InnoDB keeps the locks of rows it examined), so this read rarely
-// waits. Placeholders: %[1]s table, %[2]s key; arg: key.
-const existsSQL = `SELECT 1 FROM %[1]s WHERE %[2]s = ? LOCK IN SHARE MODE`
+// existsSQL tells a conflict from a missing row after a miss on a pool
+// (*sql.DB): every statement there runs in autocommit mode and gets a
+// fresh read view, so a plain (non-locking) read sees the newest
+// committed row, and it never queues behind the writers that hold the
+// row's lock — on a hot row there always is one, and a locking read
+// would wait for its commit. Placeholders: %[1]s table, %[2]s key; arg:
+// key.
+const existsSQL = `SELECT 1 FROM %[1]s WHERE %[2]s = ?`
 
-// stmts are the two statements of one (Table, set columns).
-type stmts struct{ cas, exists string }
+// existsLockingSQL is existsSQL for a *sql.Tx or *sql.Conn, which may be
+// inside a transaction. It is a locking read: a plain SELECT inside a
+// REPEATABLE READ transaction reads the transaction's snapshot, which may
+// predate the row (or its deletion), whereas the UPDATE that missed read
+// the newest committed row. After a miss in REPEATABLE READ the UPDATE
+// normally already holds the row's lock (InnoDB keeps the locks of rows it
+// examined), so this read rarely waits.
+const existsLockingSQL = existsSQL + ` LOCK IN SHARE MODE`
+
+// stmts are the statements of one (Table, set columns).
+type stmts struct{ cas, exists, existsLocking string }
 
 var statements cas.Cache[stmts]
 
@@ -61,8 +70,11 @@ var statements cas.Cache[stmts]
 // UPDATE … SET …, version = version + 1 WHERE key = ? AND version = ?, and
 // one round trip (go-sql-driver's default server-side prepare adds a
 // prepare round trip per call unless the DSN sets interpolateParams=true).
-// Only a miss costs a second statement, a locking read of the key, to tell
-// optimistic.ErrConflict from optimistic.ErrNotFound. The session's
+// Only a miss costs a second statement, a read of the key, to tell
+// optimistic.ErrConflict from optimistic.ErrNotFound: a plain read on a
+// *sql.DB (autocommit: it sees the newest committed row without queueing
+// behind the row's lock holders), a locking read on a *sql.Tx or
+// *sql.Conn (a REPEATABLE READ snapshot could be stale). The session's
 // LAST_INSERT_ID() is left alone.
 //
 // Cancellation: on a *sql.DB the statement runs on a connection of the
@@ -116,8 +128,12 @@ func Update(ctx context.Context, db DBTX, t optimistic.Table, key any, expectedV
 	if n > 0 {
 		return expectedVersion + 1, nil
 	}
+	exists := st.existsLocking
+	if _, ok := db.(*sql.DB); ok {
+		exists = st.exists
+	}
 	var one int
-	err = db.QueryRowContext(ctx, st.exists, key).Scan(&one)
+	err = db.QueryRowContext(ctx, exists, key).Scan(&one)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return 0, optimistic.ErrNotFound
@@ -136,7 +152,8 @@ func build(q cas.Quoted) stmts {
 		fmt.Fprintf(&assign, "%s = ?, ", c)
 	}
 	return stmts{
-		cas:    fmt.Sprintf(casSQL, q.Table, q.Key, q.Version, assign.String()),
-		exists: fmt.Sprintf(existsSQL, q.Table, q.Key),
+		cas:           fmt.Sprintf(casSQL, q.Table, q.Key, q.Version, assign.String()),
+		exists:        fmt.Sprintf(existsSQL, q.Table, q.Key),
+		existsLocking: fmt.Sprintf(existsLockingSQL, q.Table, q.Key),
 	}
 }

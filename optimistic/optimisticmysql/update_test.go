@@ -3,6 +3,7 @@ package optimisticmysql_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"testing"
 
 	"github.com/concurkit/concurkit/optimistic"
@@ -45,5 +46,48 @@ func TestUpdateAllocs(t *testing.T) {
 	t.Logf("allocations per successful Update: %v (before the change: 24, 26 under -race)", n)
 	if n > maxAllocsUpdate {
 		t.Errorf("a successful Update allocates %v times; want at most %d", n, maxAllocsUpdate)
+	}
+}
+
+// TestMissInsideRepeatableReadReadsTheNewestRow: a CAS inside a REPEATABLE
+// READ transaction whose snapshot predates the row must report
+// ErrConflict (the UPDATE's current read found the row, with another
+// version), not ErrNotFound. The follow-up read on a *sql.Tx is a locking
+// (current) read for that reason; a plain SELECT there would read the old
+// snapshot, miss the row and say "not found" (checked below as the
+// negative control). On a *sql.DB the same miss uses a plain read, which
+// in autocommit mode sees the newest row too.
+func TestMissInsideRepeatableReadReadsTheNewestRow(t *testing.T) {
+	t.Parallel()
+	db := myDB(t)
+	ctx := t.Context()
+	tbl := optimistic.Table{Name: "counters"}
+	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	var n int
+	if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM counters").Scan(&n); err != nil { // fixes the snapshot
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, "INSERT INTO counters (id, value, version) VALUES (7, 0, 3)"); err != nil {
+		t.Fatal(err)
+	}
+	var plain int
+	if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM counters WHERE id = 7").Scan(&plain); err != nil || plain != 0 {
+		t.Fatalf("negative control: a plain read in the snapshot found %d rows (%v); want 0", plain, err)
+	}
+	if _, err := optimisticmysql.Update(ctx, tx, tbl, 7, 1, nil); !errors.Is(err, optimistic.ErrConflict) {
+		t.Fatalf("Tx: stale version of a row newer than the snapshot: %v; want ErrConflict", err)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := optimisticmysql.Update(ctx, db, tbl, 7, 1, nil); !errors.Is(err, optimistic.ErrConflict) {
+		t.Fatalf("DB: stale version: %v; want ErrConflict", err)
+	}
+	if _, err := optimisticmysql.Update(ctx, db, tbl, 8, 1, nil); !errors.Is(err, optimistic.ErrNotFound) {
+		t.Fatalf("DB: missing key: %v; want ErrNotFound", err)
 	}
 }
