@@ -95,8 +95,8 @@ type Table struct {
 
 // Do runs fn, the caller's read-modify-write, until it succeeds or fails
 // with an error that is not retryable, using retry.Do with policy p (the
-// zero Policy means retry's defaults: 10 attempts, 2 ms base delay doubling
-// to 500 ms, full jitter). ErrConflict is retryable under the default
+// zero Policy means retry's defaults: retry for up to 5 s, however many
+// attempts, 2 ms base delay doubling to 100 ms, full jitter). ErrConflict is retryable under the default
 // classifier, as are deadlocks and serialization failures; a custom
 // p.Retryable replaces that classifier entirely.
 //

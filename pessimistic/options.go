@@ -35,8 +35,8 @@ type Options struct {
 	LockTimeout time.Duration
 
 	// Retry is the retry policy for whole transactions; the zero value uses
-	// the retry package defaults (10 attempts, 2 ms base, 500 ms cap, full
-	// jitter). With a nil Retry.Retryable the classifier is
+	// the retry package defaults (retry for up to 5 s, 2 ms base, 100 ms
+	// cap, full jitter). With a nil Retry.Retryable the classifier is
 	// retry.IsRetryable, which retries ErrDeadlock, ErrSerialization and
 	// optimistic.ErrConflict (so a closure doing optimistic compare-and-swap
 	// writes is run again on a version conflict). MaxAttempts 1 disables

@@ -14,10 +14,21 @@ import (
 )
 
 // Defaults used for the zero fields of a Policy.
+//
+// The default budget is a time, not a number of attempts. Every
+// conflict on a hot row means another writer committed, so retrying is
+// productive work; what a caller can afford is latency, not a count. A
+// budget of 10 attempts gave up several times a second on one row with 8
+// writers (the contention benchmark: 34–41 give-ups in 5 s on PostgreSQL,
+// 11–16 on MariaDB, durable commits), while a 5 s budget gave up on none
+// at the same throughput; the 100 ms backoff cap (500 ms before) trims the
+// tail those retries leave (p99.9 0.38 s against 0.48 s on PostgreSQL).
 const (
-	DefaultMaxAttempts = 10
-	DefaultBaseDelay   = 2 * time.Millisecond
-	DefaultMaxDelay    = 500 * time.Millisecond
+	// DefaultMaxElapsed is the time budget of a Policy that sets neither
+	// MaxAttempts nor MaxElapsed.
+	DefaultMaxElapsed = 5 * time.Second
+	DefaultBaseDelay  = 2 * time.Millisecond
+	DefaultMaxDelay   = 100 * time.Millisecond
 )
 
 // Bad input matches concurkit.ErrInvalidArgument (the module's one
@@ -32,21 +43,26 @@ var (
 var ErrExhausted = errors.New("retry: attempts exhausted")
 
 // Policy says how often and how long to retry. The zero value is valid:
-// DefaultMaxAttempts attempts, delays from DefaultBaseDelay doubling up to
-// DefaultMaxDelay, no elapsed-time budget, and IsRetryable as the classifier.
+// retry for up to DefaultMaxElapsed (5 s) from the first attempt, however
+// many attempts that takes, with delays from DefaultBaseDelay doubling up
+// to DefaultMaxDelay (full jitter), and IsRetryable as the classifier.
+// The context's deadline, when sooner, ends the loop first.
 // A Policy is a value; Do never modifies it.
 type Policy struct {
-	// MaxAttempts is the total number of calls, the first one included.
-	// Zero means DefaultMaxAttempts; 1 means no retry.
+	// MaxAttempts is the total number of calls, the first one included;
+	// 1 means no retry. Zero means no limit on attempts. A Policy that
+	// sets MaxAttempts and leaves MaxElapsed zero is bounded by attempts
+	// only.
 	MaxAttempts int
 	// BaseDelay is the cap of the first backoff (before jitter).
 	// Zero means DefaultBaseDelay.
 	BaseDelay time.Duration
 	// MaxDelay caps every backoff. Zero means DefaultMaxDelay.
 	MaxDelay time.Duration
-	// MaxElapsed, if positive, stops retrying once this much time has passed
-	// since the first attempt began. Zero means no time budget (attempts and
-	// the context still bound the loop).
+	// MaxElapsed, if positive, stops retrying once the next backoff would
+	// end more than this much time after the first attempt began. Zero
+	// means DefaultMaxElapsed when MaxAttempts is zero too, and no time
+	// budget when MaxAttempts is set.
 	MaxElapsed time.Duration
 	// Retryable reports whether err is worth another attempt.
 	// Nil means IsRetryable.
@@ -124,8 +140,8 @@ func (p Policy) Validate() error {
 }
 
 func (p Policy) withDefaults() Policy {
-	if p.MaxAttempts == 0 {
-		p.MaxAttempts = DefaultMaxAttempts
+	if p.MaxAttempts == 0 && p.MaxElapsed == 0 {
+		p.MaxElapsed = DefaultMaxElapsed
 	}
 	if p.BaseDelay == 0 {
 		p.BaseDelay = DefaultBaseDelay
@@ -203,9 +219,10 @@ func Do(ctx context.Context, p Policy, fn func(ctx context.Context) error) error
 		}
 		delay := p.Backoff(attempt)
 		outOfTime := p.MaxElapsed > 0 && time.Since(start)+delay > p.MaxElapsed
-		if attempt >= p.MaxAttempts || outOfTime {
+		outOfAttempts := p.MaxAttempts > 0 && attempt >= p.MaxAttempts
+		if outOfAttempts || outOfTime {
 			observe.FromContext(ctx).OnRetry(ctx, observe.RetryEvent{Package: "retry", Attempt: attempt, Err: err, GaveUp: true})
-			return &ExhaustedError{Attempts: attempt, Last: err, OutOfTime: outOfTime && attempt < p.MaxAttempts}
+			return &ExhaustedError{Attempts: attempt, Last: err, OutOfTime: !outOfAttempts}
 		}
 		observe.FromContext(ctx).OnRetry(ctx, observe.RetryEvent{Package: "retry", Attempt: attempt, Err: err, Delay: delay})
 		if cerr := sleep(ctx, &t, delay); cerr != nil {

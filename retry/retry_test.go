@@ -325,3 +325,61 @@ func TestBackoffMaxDelayMaxInt64(t *testing.T) {
 		}
 	}
 }
+
+// TestDefaultBudgetIsTime: the zero Policy is bounded by time, not by a
+// count. Under the old default (10 attempts) a read-modify-write that lost
+// its race 30 times in a row — routine on a hot row with many writers —
+// was given up; now it runs until it wins, within DefaultMaxElapsed.
+func TestDefaultBudgetIsTime(t *testing.T) {
+	t.Parallel()
+	calls := 0
+	p := retry.Policy{BaseDelay: time.Microsecond, MaxDelay: time.Microsecond} // attempts and time budget left at their defaults
+	err := retry.Do(t.Context(), p, func(context.Context) error {
+		if calls++; calls <= 30 {
+			return retryable{}
+		}
+		return nil
+	})
+	if err != nil || calls != 31 {
+		t.Fatalf("30 conflicts then success: err=%v after %d calls; want nil after 31", err, calls)
+	}
+}
+
+// TestDefaultTimeBudgetEnds: a call that never wins gives up once the
+// default time budget is used up, with OutOfTime set — not at once, and not
+// never.
+func TestDefaultTimeBudgetEnds(t *testing.T) {
+	t.Parallel()
+	start := time.Now()
+	calls := 0
+	p := retry.Policy{BaseDelay: time.Millisecond, MaxDelay: time.Millisecond}
+	err := retry.Do(t.Context(), p, func(context.Context) error { calls++; return retryable{} })
+	elapsed := time.Since(start)
+	var ex *retry.ExhaustedError
+	if !errors.As(err, &ex) || !ex.OutOfTime || ex.Attempts != calls {
+		t.Fatalf("err=%v; want an ExhaustedError with OutOfTime after %d calls", err, calls)
+	}
+	if elapsed < retry.DefaultMaxElapsed-5*time.Millisecond {
+		t.Fatalf("gave up after %v (%d calls); want about DefaultMaxElapsed (%v)", elapsed, calls, retry.DefaultMaxElapsed)
+	}
+	if calls <= 10 {
+		t.Fatalf("only %d calls in %v", calls, elapsed)
+	}
+}
+
+// TestMaxAttemptsAloneHasNoTimeBudget: a Policy that sets MaxAttempts and
+// leaves MaxElapsed zero is bounded by attempts only, as before the time
+// budget became the default.
+func TestMaxAttemptsAloneHasNoTimeBudget(t *testing.T) {
+	t.Parallel()
+	calls := 0
+	p := retry.Policy{MaxAttempts: 3, BaseDelay: 20 * time.Millisecond, MaxDelay: 20 * time.Millisecond}
+	err := retry.Do(t.Context(), p, func(context.Context) error {
+		calls++
+		return retryable{}
+	})
+	var ex *retry.ExhaustedError
+	if !errors.As(err, &ex) || ex.OutOfTime || calls != 3 {
+		t.Fatalf("err=%v calls=%d; want an ExhaustedError (attempts) after 3", err, calls)
+	}
+}

@@ -42,7 +42,7 @@ type Config struct {
 	// again, with the same key, before the step is failed and compensation
 	// starts. Compensations are retried on every error but the end of the
 	// context, under the same budget. The zero Policy is retry's defaults
-	// (10 attempts, 2 ms to 500 ms full-jitter backoff).
+	// (a 5 s budget, 2 ms to 100 ms full-jitter backoff).
 	Retry retry.Policy
 	// Now is the clock of leases and timestamps. Nil means time.Now.
 	Now func() time.Time
