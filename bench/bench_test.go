@@ -121,6 +121,13 @@ func TestRunTinyGrid(t *testing.T) {
 	if len(sum.Servers) != 2 || sum.Servers[0].Version == "" || sum.Host.GOMAXPROCS == 0 {
 		t.Errorf("header: servers %+v host %+v", sum.Servers, sum.Host)
 	}
+	for _, srv := range sum.Servers {
+		// The test DSN does not set interpolateParams: the benchmark turns
+		// it on (no prepare round trip per statement) and says so.
+		if srv.DB == bench.MariaDB && srv.Settings["client:interpolateParams"] != "true" {
+			t.Errorf("mariadb header: client:interpolateParams = %q; want true", srv.Settings["client:interpolateParams"])
+		}
+	}
 	if len(sum.Verdicts) == 0 {
 		t.Error("no verdicts")
 	}

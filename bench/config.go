@@ -148,7 +148,11 @@ type Config struct {
 	PostgresURL string
 	// MySQLDSN is a go-sql-driver/mysql DSN (its database part is ignored).
 	// Empty means CONCURKIT_MYSQL_DSN, else DefaultMySQLDSN. The benchmark
-	// works in its own database (Schema).
+	// works in its own database (Schema). Unless the DSN sets
+	// interpolateParams (either way), the benchmark turns it on, as
+	// concurkit recommends for production: otherwise every statement with
+	// parameters pays a server-side prepare round trip. The header records
+	// the setting (client:interpolateParams).
 	MySQLDSN string
 	// RedisAddr is the Redis server of the redis-fenced strategy. Empty
 	// means CONCURKIT_REDIS_ADDR, else DefaultRedisAddr.
