@@ -69,7 +69,7 @@ CREATE TABLE counters (id bigint PRIMARY KEY, value bigint NOT NULL DEFAULT 0, v
 	myCounters  = `CREATE TABLE counters (id BIGINT PRIMARY KEY, value BIGINT NOT NULL DEFAULT 0, version BIGINT NOT NULL DEFAULT 1) ENGINE=InnoDB`
 )
 
-// extraCols and extraVals fill inventory's sku, which CORE.md's DDL makes
+// extraCols and extraVals fill inventory's sku, which the example DDL makes
 // NOT NULL without a default.
 func extraCols(table string) string {
 	if table == "inventory" {
@@ -86,7 +86,7 @@ func extraVals(table string) string {
 }
 
 // pgPool returns a pool on an isolated schema (testkit: MaxConns 100, room
-// for one connection per worker) with CORE.md's example tables.
+// for one connection per worker) with the example tables.
 func pgPool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
 	pool := testkit.Postgres(t)
@@ -140,7 +140,7 @@ func pgStore(pool *pgxpool.Pool, table, col string) *store {
 }
 
 // myDB returns a *sql.DB on an isolated database (testkit: 100 open
-// connections) with CORE.md's example tables.
+// connections) with the example tables.
 func myDB(t testing.TB) *sql.DB {
 	t.Helper()
 	db := testkit.MySQL(t)

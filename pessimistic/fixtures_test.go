@@ -13,7 +13,7 @@ import (
 	"github.com/concurkit/concurkit/testkit"
 )
 
-// Example tables (CORE.md), created in each test's isolated schema.
+// Example tables (the migrations' examples set), created in each test's isolated schema.
 const (
 	pgDDL = `
 CREATE TABLE inventory (id bigint PRIMARY KEY, sku text NOT NULL, stock integer NOT NULL, version bigint NOT NULL DEFAULT 1);

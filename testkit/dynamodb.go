@@ -52,7 +52,7 @@ func DynamoDB(t testing.TB) (*dynamodb.Client, string) {
 	return c, prefix
 }
 
-// DynamoDBClient returns a client for endpoint, built as SERVICES.md says:
+// DynamoDBClient returns a client for endpoint, built as DynamoDB Local wants:
 // region us-east-1, static credentials "x"/"x", RetryMaxAttempts 1. Its HTTP
 // transport keeps up to 100 idle connections, closed at cleanup.
 func DynamoDBClient(t testing.TB, endpoint string) *dynamodb.Client {

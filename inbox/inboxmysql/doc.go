@@ -9,7 +9,12 @@
 // *sql.Conn they are retried on deadlocks; on a *sql.Tx the caller opened
 // they run once inside it. Whether an id was new is read from the
 // statement's last-insert-id marker, not from the affected-rows count, so
-// the DSN's clientFoundRows setting does not matter. The tables
+// the DSN's clientFoundRows setting does not matter. That marker is the
+// session's LAST_INSERT_ID(): after a duplicate (fn not run) it is 2^64-1,
+// and after HandleSequence on a known producer it is the producer's last
+// sequence, on the handler's connection, before fn runs. A handler that
+// needs LAST_INSERT_ID() reads it after its own INSERT, as MySQL code
+// must anyway; the value from before Handle is not kept. The tables
 // (concurkit_inbox, concurkit_inbox_sequences; ids are VARBINARY, compared
 // byte for byte) are created by the toolkit migrations. Types, sentinels
 // and semantics are the core's: see package inbox. This package never

@@ -7,7 +7,7 @@ import (
 	"github.com/concurkit/concurkit/testkit"
 )
 
-// CORE.md's example tables, as in the optimistic package's suite.
+// The example tables (migrations' examples set), as in the optimistic package's suite.
 const (
 	myInventory = `CREATE TABLE inventory (id BIGINT PRIMARY KEY, sku VARCHAR(64) NOT NULL, stock INT NOT NULL, version BIGINT NOT NULL DEFAULT 1) ENGINE=InnoDB`
 	myCounters  = `CREATE TABLE counters (id BIGINT PRIMARY KEY, value BIGINT NOT NULL DEFAULT 0, version BIGINT NOT NULL DEFAULT 1) ENGINE=InnoDB`

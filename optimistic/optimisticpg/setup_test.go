@@ -8,7 +8,7 @@ import (
 	"github.com/concurkit/concurkit/testkit"
 )
 
-// pgDDL is CORE.md's example tables, as in the optimistic package's suite.
+// pgDDL is the example tables (migrations' examples set), as in the optimistic package's suite.
 const pgDDL = `CREATE TABLE inventory (id bigint PRIMARY KEY, sku text NOT NULL, stock integer NOT NULL, version bigint NOT NULL DEFAULT 1);
 CREATE TABLE counters (id bigint PRIMARY KEY, value bigint NOT NULL DEFAULT 0, version bigint NOT NULL DEFAULT 1)`
 
