@@ -150,6 +150,15 @@ func benchPeersRedis(b *testing.B) {
 		// One key per token source: a key must only ever see one source.
 		impl{"concurkit", lockOp(cheap, prefix+"atomic")},
 		impl{"concurkit+pgseq", lockOp(def, prefix+"pgseq")},
+		// The same calls under a context that cannot be cancelled: with
+		// nothing to stop waiting for, redislock sends each request on the
+		// caller's goroutine instead of handing it to another one (which
+		// a cancellable context needs, go-redis's default options not
+		// stopping a read on cancellation). The difference to "concurkit"
+		// is the price of honouring cancellation against a frozen server.
+		impl{"concurkit+nocancel", func(ctx context.Context) error {
+			return lockOp(cheap, prefix+"atomic")(context.WithoutCancel(ctx))
+		}},
 	)
 }
 
