@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	_ "github.com/concurkit/concurkit/migrations/migrationsmysql"
+	_ "github.com/concurkit/concurkit/migrations/migrationspg"
 	"io"
 	"net/http"
 	"net/http/httptest"

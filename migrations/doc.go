@@ -2,6 +2,15 @@
 // and MariaDB/MySQL, as golang-migrate files embedded in the binary, and a
 // generator of migration templates for a service's own tables.
 //
+// # Drivers: link the one you use
+//
+// The package links no database driver. Import migrations/migrationspg
+// (PostgreSQL) or migrations/migrationsmysql (MariaDB/MySQL) for its side
+// effect, as with a database/sql driver, so a PostgreSQL service never
+// builds the MySQL driver and the other way round; without it the
+// functions that run migrations return ErrDriverNotLinked, naming the
+// package to import. FS, Objects and Template need no driver.
+//
 // # Two sets, two history tables
 //
 // The embedded files form two separate sets, each with its own

@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"io/fs"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/golang-migrate/migrate/v4"
-	_ "github.com/golang-migrate/migrate/v4/database/mysql"  // registers mysql://
-	_ "github.com/golang-migrate/migrate/v4/database/pgx/v5" // registers pgx5://
+	"github.com/golang-migrate/migrate/v4/database"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
 
 	"github.com/concurkit/concurkit"
@@ -184,6 +184,9 @@ func runFS(ctx context.Context, d Dialect, fsys fs.FS, dsn, history string, op f
 	}
 	if fsys == nil {
 		return fmt.Errorf("%w: migrations: nil file system", concurkit.ErrInvalidArgument)
+	}
+	if err := d.linked(); err != nil {
+		return err
 	}
 	dbURL, err := databaseURL(d, dsn, history)
 	if err != nil {
@@ -361,4 +364,23 @@ func databaseURL(d Dialect, dsn, history string) (string, error) {
 		return "mysql://" + base + "?" + strings.Join(params, "&"), nil
 	}
 	return "", d.check()
+}
+
+// ErrDriverNotLinked is returned, before connecting, by the functions that
+// run migrations when the dialect's driver package is not linked into the
+// program: import migrations/migrationspg for Postgres or
+// migrations/migrationsmysql for MySQL (for its side effect).
+var ErrDriverNotLinked = errors.New("migrations: driver not linked")
+
+// linked reports whether golang-migrate's driver for d is registered, and
+// names the package that registers it when not.
+func (d Dialect) linked() error {
+	scheme, pkg := "pgx5", "migrationspg"
+	if d == MySQL {
+		scheme, pkg = "mysql", "migrationsmysql"
+	}
+	if slices.Contains(database.List(), scheme) {
+		return nil
+	}
+	return fmt.Errorf("%w: %s: import _ \"github.com/concurkit/concurkit/migrations/%s\"", ErrDriverNotLinked, d, pkg)
 }

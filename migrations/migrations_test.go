@@ -3,6 +3,8 @@ package migrations_test
 import (
 	"context"
 	"errors"
+	_ "github.com/concurkit/concurkit/migrations/migrationsmysql"
+	_ "github.com/concurkit/concurkit/migrations/migrationspg"
 	"io/fs"
 	"net"
 	"slices"

@@ -3,6 +3,8 @@ package migrations_test
 import (
 	"errors"
 	"fmt"
+	_ "github.com/concurkit/concurkit/migrations/migrationsmysql"
+	_ "github.com/concurkit/concurkit/migrations/migrationspg"
 	"io/fs"
 	"math"
 	"os"

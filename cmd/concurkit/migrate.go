@@ -5,6 +5,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	_ "github.com/concurkit/concurkit/migrations/migrationsmysql"
+	_ "github.com/concurkit/concurkit/migrations/migrationspg"
 	"io"
 	"io/fs"
 	"os"

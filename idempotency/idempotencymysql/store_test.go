@@ -3,6 +3,8 @@ package idempotencymysql_test
 import (
 	"context"
 	"database/sql"
+	_ "github.com/concurkit/concurkit/migrations/migrationsmysql"
+	_ "github.com/concurkit/concurkit/migrations/migrationspg"
 	"testing"
 
 	"github.com/concurkit/concurkit/idempotency/idempotencymysql"

@@ -2,6 +2,8 @@ package idempotencypg_test
 
 import (
 	"context"
+	_ "github.com/concurkit/concurkit/migrations/migrationsmysql"
+	_ "github.com/concurkit/concurkit/migrations/migrationspg"
 	"testing"
 
 	"github.com/jackc/pgx/v5"

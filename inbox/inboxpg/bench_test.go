@@ -3,6 +3,8 @@ package inboxpg_test
 import (
 	"context"
 	"crypto/rand"
+	_ "github.com/concurkit/concurkit/migrations/migrationsmysql"
+	_ "github.com/concurkit/concurkit/migrations/migrationspg"
 	"slices"
 	"strconv"
 	"testing"

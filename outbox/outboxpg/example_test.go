@@ -3,6 +3,8 @@ package outboxpg_test
 import (
 	"context"
 	"fmt"
+	_ "github.com/concurkit/concurkit/migrations/migrationsmysql"
+	_ "github.com/concurkit/concurkit/migrations/migrationspg"
 	"math/rand/v2"
 	"net/url"
 	"os"

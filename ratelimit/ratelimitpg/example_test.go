@@ -3,6 +3,8 @@ package ratelimitpg_test
 import (
 	"context"
 	"fmt"
+	_ "github.com/concurkit/concurkit/migrations/migrationsmysql"
+	_ "github.com/concurkit/concurkit/migrations/migrationspg"
 	"os"
 	"time"
 
