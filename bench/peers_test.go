@@ -232,7 +232,7 @@ func benchPeersZooKeeper(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { _ = l.Close() })
+	b.Cleanup(func() { _ = l.Close(context.Background()) })
 	runPeers(b,
 		impl{"peer", func(context.Context) error {
 			if err := peer.Lock(); err != nil {

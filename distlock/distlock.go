@@ -23,6 +23,10 @@ var (
 	// context that ended because its holder called Release. It does not
 	// match ErrLeaseLost.
 	ErrReleased error = sentinel.New("distlock: released", "released")
+	// ErrClosed ["closed"]: the Locker was closed (see Closer). Acquire
+	// and TryAcquire return it, joined with ErrNotAcquired, after Close,
+	// and an Acquire that was waiting when Close was called ends with it.
+	ErrClosed error = sentinel.New("distlock: locker closed", "closed")
 	// ErrInvalidKey ["invalid_key"]: an empty key or one the backend
 	// cannot store. It matches concurkit.ErrInvalidArgument, like every
 	// other bad-input error of the distlock packages (a nil client, a
@@ -128,6 +132,30 @@ type Locker interface {
 	// TryAcquire makes one attempt and returns ErrNotAcquired at once if
 	// the lock is held.
 	TryAcquire(ctx context.Context, key string, opts *Options) (Lease, error)
+}
+
+// Closer is implemented by the Lockers of every concurkit backend. Close is
+// for graceful shutdown: a Locker leaves work running in the background —
+// the cleanup of a Release that returned at its caller's deadline, the
+// undoing of an acquisition whose caller gave up while the request was in
+// flight (the server may apply it later), Redlock's requests to slow
+// nodes — and a process that exits before that work is done leaves locks
+// behind until their TTL.
+//
+// Close releases every lease of the Locker that is still held (as
+// Lease.Release does), ends Acquire calls still waiting (they return an
+// error matching ErrClosed and ErrNotAcquired), refuses later
+// acquisitions the same way, frees the backend's own resources (sessions),
+// and waits until all of that and every background cleanup has finished
+// or ctx ends. It returns nil when everything was confirmed; errors of
+// releases or cleanups that could not be confirmed; or, when ctx ended
+// first, an error matching both ctx.Err() and
+// concurkit.ErrOutcomeUnknown (the cleanups go on, each within its own
+// bound). Calling Close again waits again. Clients (Redis, etcd,
+// DynamoDB, pgx pools) passed to a Locker are not closed: they are the
+// caller's.
+type Closer interface {
+	Close(ctx context.Context) error
 }
 
 // Default option values.

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,6 +27,20 @@ type memService struct {
 	mu    sync.Mutex
 	next  fenced.Token
 	locks map[string]memLock
+	// queued are requests that reached the service after their caller
+	// gave up (flaw lateTake): each takes its key when it is next freed.
+	queued map[string]int
+}
+
+// free deletes key's lock; a queued request then takes it, for nobody.
+// s.mu is held.
+func (s *memService) free(key string) {
+	delete(s.locks, key)
+	if s.queued[key] > 0 {
+		s.queued[key]--
+		s.next++
+		s.locks[key] = memLock{token: s.next, expires: time.Now().Add(time.Hour)}
+	}
 }
 
 type memLock struct {
@@ -52,6 +67,14 @@ const (
 	unfencedStore flaw = "store-ignores-tokens"
 	// silent: the locker reports nothing to observe.Hooks.
 	silent flaw = "no-hooks"
+	// overlap: TryAcquire ignores a held lock every 16th call (two holders).
+	overlap flaw = "no-exclusion"
+	// lateTake: an Acquire cancelled while it waits leaves a request
+	// behind that takes the lock once it is free, for nobody, and nothing
+	// undoes it (a request the server applied after its caller gave up).
+	lateTake flaw = "late-take-not-undone"
+	// closeKeeps: Close does not release the leases still held.
+	closeKeeps flaw = "close-keeps-leases"
 )
 
 // ignoresTokens is a Store whose fenced write is a plain write.
@@ -62,13 +85,32 @@ func (s ignoresTokens) Write(ctx context.Context, _ fenced.Token, value string) 
 }
 
 type memLocker struct {
-	s    *memService
-	flaw flaw
+	s     *memService
+	flaw  flaw
+	bg    lease.Group
+	calls atomic.Int64
 }
 
-func (l memLocker) Acquire(ctx context.Context, key string, opts *distlock.Options) (distlock.Lease, error) {
+// Close implements distlock.Closer.
+func (l *memLocker) Close(ctx context.Context) error {
+	return l.bg.Close(ctx, "memlock")
+}
+
+func (l *memLocker) Acquire(ctx context.Context, key string, opts *distlock.Options) (distlock.Lease, error) {
 	if _, err := lease.Resolve("memlock", key, opts); err != nil {
 		return nil, err
+	}
+	if l.bg.Closed() {
+		return nil, lease.ErrClosed("memlock")
+	}
+	if l.flaw == lateTake {
+		defer func() {
+			if ctx.Err() != nil { // the request in flight reached the service
+				l.s.mu.Lock()
+				l.s.queued[key]++
+				l.s.mu.Unlock()
+			}
+		}()
 	}
 	if l.flaw == silent { // a plain loop: no LockWait
 		for {
@@ -83,12 +125,12 @@ func (l memLocker) Acquire(ctx context.Context, key string, opts *distlock.Optio
 			}
 		}
 	}
-	return lease.Poll(ctx, lease.PollPolicy{Package: "memlock", Key: key}, func(ctx context.Context) (distlock.Lease, error) {
+	return lease.Poll(ctx, lease.PollPolicy{Package: "memlock", Key: key, Stop: l.bg.Done()}, func(ctx context.Context) (distlock.Lease, error) {
 		return l.TryAcquire(ctx, key, opts)
 	})
 }
 
-func (l memLocker) TryAcquire(ctx context.Context, key string, opts *distlock.Options) (distlock.Lease, error) {
+func (l *memLocker) TryAcquire(ctx context.Context, key string, opts *distlock.Options) (distlock.Lease, error) {
 	o, err := lease.Resolve("memlock", key, opts)
 	if err != nil {
 		return nil, err
@@ -96,10 +138,13 @@ func (l memLocker) TryAcquire(ctx context.Context, key string, opts *distlock.Op
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if l.bg.Closed() {
+		return nil, lease.ErrClosed("memlock")
+	}
 	s := l.s
 	start := time.Now()
 	s.mu.Lock()
-	if cur, ok := s.locks[key]; ok && time.Now().Before(cur.expires) {
+	if cur, ok := s.locks[key]; ok && time.Now().Before(cur.expires) && (l.flaw != overlap || l.calls.Add(1)%16 != 0) {
 		s.mu.Unlock()
 		return nil, distlock.ErrNotAcquired
 	}
@@ -118,8 +163,12 @@ func (l memLocker) TryAcquire(ctx context.Context, key string, opts *distlock.Op
 	if l.flaw == silent {
 		hooks = nil
 	}
+	group := &l.bg
+	if l.flaw == closeKeeps {
+		group = nil // Close does not know the leases
+	}
 	return lease.New(lease.Config{
-		Package: "memlock", Hooks: hooks,
+		Package: "memlock", Hooks: hooks, Group: group,
 		Key: key, Token: tok, TTL: validity, Start: start, AutoExtend: o.AutoExtend,
 		Backend: lease.Backend{
 			Extend: func(_ context.Context, ttl time.Duration) error {
@@ -136,7 +185,7 @@ func (l memLocker) TryAcquire(ctx context.Context, key string, opts *distlock.Op
 				s.mu.Lock()
 				defer s.mu.Unlock()
 				if cur, ok := s.locks[key]; ok && (cur.token == tok || l.flaw == releaseAny) {
-					delete(s.locks, key)
+					s.free(key)
 					return nil
 				}
 				return distlock.ErrLeaseLost
@@ -146,14 +195,14 @@ func (l memLocker) TryAcquire(ctx context.Context, key string, opts *distlock.Op
 }
 
 func runSuite(t *testing.T, f flaw) {
-	s := &memService{locks: map[string]memLock{}}
+	s := &memService{locks: map[string]memLock{}, queued: map[string]int{}}
 	opts := distlocktest.Options{ShortTTL: 300 * time.Millisecond}
 	if f == unfencedStore {
 		opts.Store = func(t *testing.T) distlocktest.Store {
 			return ignoresTokens{distlocktest.PostgresStore(t, testkit.Postgres(t))}
 		}
 	}
-	distlocktest.Run(t, func(t *testing.T) distlock.Locker { return memLocker{s, f} }, opts)
+	distlocktest.Run(t, func(t *testing.T) distlock.Locker { return &memLocker{s: s, flaw: f} }, opts)
 }
 
 func TestSuiteOnReferenceLocker(t *testing.T) { runSuite(t, correct) }
@@ -191,6 +240,9 @@ func TestSuiteCatchesFlawedLockers(t *testing.T) {
 		{flatTokens, "MutualExclusion", `not above the previous holder's`},
 		{unfencedStore, "Kleppmann/fenced", `a stale holder's write landed after a newer holder's`},
 		{silent, "Hooks", `LockWait events \[\]: want one`},
+		{overlap, "MutualExclusion", `two holders inside the critical section`},
+		{lateTake, "CancelWhileWaiting", `the waiter left state behind`},
+		{closeKeeps, "Close", `Close returned but the lease it released still has a live context`},
 	} {
 		t.Run(string(tc.flaw)+"/"+tc.test, func(t *testing.T) {
 			t.Parallel()

@@ -98,18 +98,29 @@ type Config struct {
 type Locker struct {
 	db   Client
 	opts Config
+	bg   lease.Group // leases handed out, background cleanups (Close)
 
-	mu   sync.Mutex
-	seen map[string]observation
+	mu         sync.Mutex
+	seen       map[string]observation
+	sweep      int           // prune seen when it grows past this size
+	minSweep   int           // ... and past this one (minSweep; tests lower it)
+	pruneAfter time.Duration // least idle time of a pruned observation (tests shorten it)
 }
 
 type observation struct {
 	rvn   string
 	lease time.Duration
-	since time.Time // local, monotonic
+	since time.Time // local, monotonic: when rvn was first seen
+	last  time.Time // when it was last seen
 }
 
-var _ distlock.Locker = (*Locker)(nil)
+// minSweep is the size of the seen map below which it is never pruned.
+const minSweep = 1024
+
+var (
+	_ distlock.Locker = (*Locker)(nil)
+	_ distlock.Closer = (*Locker)(nil)
+)
 
 // New returns a Locker on the table cfg.Table, through client (a
 // *dynamodb.Client). It does no I/O. It returns an error matching
@@ -143,7 +154,7 @@ func New(client Client, cfg *Config) (*Locker, error) {
 	if opts.RequestTimeout == 0 {
 		opts.RequestTimeout = DefaultRequestTimeout
 	}
-	return &Locker{db: client, opts: opts, seen: map[string]observation{}}, nil
+	return &Locker{db: client, opts: opts, seen: map[string]observation{}, minSweep: minSweep, pruneAfter: time.Minute}, nil
 }
 
 // check rejects a nil Locker or one not made by New, before any I/O.
@@ -234,29 +245,37 @@ func (l *Locker) Acquire(ctx context.Context, key string, opts *distlock.Options
 	if err != nil {
 		return nil, err
 	}
-	owner := secret() // one secret per call: a retry recognises its own earlier write
-	unsure := false
-	lz, err := lease.Poll(ctx, lease.PollPolicy{Min: l.opts.PollMin, Max: l.opts.PollMax, Package: pkg, Key: key}, func(ctx context.Context) (distlock.Lease, error) {
+	if l.bg.Closed() {
+		return nil, lease.ErrClosed(pkg)
+	}
+	owner := secret()    // one secret per call: a retry recognises its own earlier write
+	var unsure time.Time // when the latest attempt of unknown outcome was sent
+	lz, err := lease.Poll(ctx, lease.PollPolicy{Min: l.opts.PollMin, Max: l.opts.PollMax, Package: pkg, Key: key, Stop: l.bg.Done()}, func(ctx context.Context) (distlock.Lease, error) {
 		lz, err := l.try(ctx, key, o, owner)
 		var ae *ambiguousError
 		if errors.As(err, &ae) {
 			// The write may have been applied: keep trying with the same
 			// secret; the next attempt finds out.
-			unsure = true
+			unsure = ae.sent
 			return nil, fmt.Errorf("%w: %w", distlock.ErrNotAcquired, err)
 		}
 		return lz, err
 	})
-	if err != nil && unsure {
+	if err != nil && !unsure.IsZero() {
 		// Giving up after an attempt of unknown outcome: remove our owner
-		// secret if it is there (compare-and-delete, never another's).
-		l.undo(key, owner)
+		// secret if it is there (compare-and-delete, never another's),
+		// for as long as that attempt could still be applied.
+		l.undo(key, owner, false, unsure.Add(o.TTL))
 	}
 	return lz, err
 }
 
-// ambiguousError is a failed request whose write may have been applied.
-type ambiguousError struct{ err error }
+// ambiguousError is a failed request whose write may have been applied;
+// sent is when it was sent.
+type ambiguousError struct {
+	err  error
+	sent time.Time
+}
 
 func (e *ambiguousError) Error() string { return e.err.Error() }
 func (e *ambiguousError) Unwrap() error { return e.err }
@@ -275,11 +294,14 @@ func (l *Locker) TryAcquire(ctx context.Context, key string, opts *distlock.Opti
 	if err := ctx.Err(); err != nil {
 		return nil, errors.Join(distlock.ErrNotAcquired, err)
 	}
+	if l.bg.Closed() {
+		return nil, lease.ErrClosed(pkg)
+	}
 	owner := secret()
 	lz, err := l.try(ctx, key, o, owner)
 	var ae *ambiguousError
 	if errors.As(err, &ae) {
-		l.undo(key, owner) // see Acquire
+		l.undo(key, owner, false, ae.sent.Add(o.TTL)) // see Acquire
 	}
 	return lz, err
 }
@@ -309,7 +331,7 @@ func (l *Locker) try(ctx context.Context, key string, o distlock.Options, owner 
 			case errors.Is(err, distlock.ErrLeaseLost): // taken over since: wait again
 				return nil, distlock.ErrNotAcquired
 			case retryable(err):
-				return nil, &ambiguousError{err}
+				return nil, &ambiguousError{err: err, sent: start}
 			}
 			return nil, err
 		}
@@ -356,10 +378,39 @@ func (l *Locker) expired(key, rvn string, dur time.Duration) bool {
 	defer l.mu.Unlock()
 	ob, ok := l.seen[key]
 	if !ok || ob.rvn != rvn {
-		l.seen[key] = observation{rvn: rvn, lease: dur, since: now}
+		l.seen[key] = observation{rvn: rvn, lease: dur, since: now, last: now}
+		l.pruneLocked(now)
 		return false
 	}
+	ob.last = now
+	l.seen[key] = ob
 	return now.Sub(ob.since) >= ob.lease
+}
+
+// pruneLocked forgets, once the map has doubled since the last pruning,
+// the observations nobody looked at for twice their lease duration (at
+// least a minute): a waiter that comes back to such a key starts watching
+// it again, which delays a takeover but never allows an early one. It
+// keeps the map's size proportional to the keys in use rather than to
+// every key ever observed. l.mu is held.
+func (l *Locker) pruneLocked(now time.Time) {
+	if len(l.seen) <= max(l.sweep, l.minSweep) {
+		return
+	}
+	for k, ob := range l.seen {
+		if idle := now.Sub(ob.last); idle > l.pruneAfter && idle/2 > ob.lease {
+			delete(l.seen, k)
+		}
+	}
+	l.sweep = 2 * len(l.seen)
+}
+
+// observed returns how many keys the Locker keeps an observation of (to
+// tell when a holder stopped heartbeating).
+func (l *Locker) observed() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.seen)
 }
 
 func (l *Locker) forget(key string) {
@@ -385,7 +436,8 @@ func (l *Locker) take(ctx context.Context, key string, ttl time.Duration, owner,
 		cond = condTakeover
 		values[":seen"] = str(seen)
 	}
-	out, err := l.send(ctx, key, owner, &dynamodb.UpdateItemInput{
+	sent := time.Now()
+	out, err := l.send(ctx, key, owner, ttl, &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(l.opts.Table),
 		Key:                                 l.itemKey(key),
 		UpdateExpression:                    aws.String(exprTake),
@@ -403,13 +455,13 @@ func (l *Locker) take(ctx context.Context, key string, ttl time.Duration, owner,
 	case errors.Is(err, distlock.ErrNotAcquired): // the caller gave up
 		return 0, nil, err
 	case retryable(err):
-		return 0, nil, &ambiguousError{fmt.Errorf("dynamolock: acquire %q: %w", key, err)}
+		return 0, nil, &ambiguousError{err: fmt.Errorf("dynamolock: acquire %q: %w", key, err), sent: sent}
 	default:
 		return 0, nil, fmt.Errorf("dynamolock: acquire %q: %w", key, err)
 	}
 	v, err := counter(out.Attributes)
 	if err != nil {
-		l.undo(key, owner) // ours, but without a usable token
+		l.undo(key, owner, true, sent.Add(ttl)) // ours, but without a usable token
 		return 0, nil, fmt.Errorf("dynamolock: token of %q: %w", key, err)
 	}
 	return fenced.Token(v), nil, nil
@@ -421,8 +473,12 @@ func (l *Locker) take(ctx context.Context, key string, ttl time.Duration, owner,
 // for nobody until a waiter sees its lease run out. When ctx ends first,
 // send returns errors.Join(distlock.ErrNotAcquired, ctx.Err()) at once and
 // leaves the request to finish in the background, then gives back
-// whatever it may have taken (compare-and-delete on owner).
-func (l *Locker) send(ctx context.Context, key, owner string, in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+// whatever it may have taken (see giveBack): after a request that got an
+// answer, one compare-and-delete settles it; after one that did not, the
+// request may still be queued on the server and apply later, so the
+// cleanup goes on until it succeeds or the lease written (ttl) would have
+// run out.
+func (l *Locker) send(ctx context.Context, key, owner string, ttl time.Duration, in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
 	if ctx.Done() == nil { // cannot end: no need to watch it
 		rctx, cancel := context.WithTimeout(ctx, l.opts.RequestTimeout)
 		defer cancel()
@@ -434,20 +490,20 @@ func (l *Locker) send(ctx context.Context, key, owner string, in *dynamodb.Updat
 	}
 	done := make(chan result) // unbuffered: handed over only while send still waits
 	abandoned := make(chan struct{})
-	go func() {
+	sent := time.Now()
+	l.bg.Go(func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.opts.RequestTimeout)
 		out, err := l.db.UpdateItem(rctx, in)
 		cancel()
 		select {
 		case done <- result{out, err}:
 		case <-abandoned:
-			if err == nil || retryable(err) {
-				ctx, cancel := context.WithTimeout(context.Background(), l.opts.RequestTimeout)
-				_ = l.release(ctx, key, owner)
-				cancel()
-			}
+			// Whatever the answer (a ConditionalCheckFailed may also be
+			// the SDK's retry of an attempt that was applied), our owner
+			// secret may be on the item.
+			l.giveBack(key, owner, err == nil || !retryable(err), sent.Add(ttl))
 		}
-	}()
+	})
 	select {
 	case r := <-done:
 		return r.out, r.err
@@ -457,15 +513,42 @@ func (l *Locker) send(ctx context.Context, key, owner string, in *dynamodb.Updat
 	}
 }
 
-// undo gives back, in the background and within RequestTimeout, a lock
-// that may be held under owner but will not be handed to the caller
-// (compare-and-delete: never another holder's).
-func (l *Locker) undo(key, owner string) {
-	go func() {
+// undo gives back, in the background, a lock that may be held under owner
+// but will not be handed to the caller (see giveBack).
+func (l *Locker) undo(key, owner string, answered bool, until time.Time) {
+	l.bg.Go(func() { l.giveBack(key, owner, answered, until) })
+}
+
+// giveBack removes owner from the lock item if it is there
+// (compare-and-delete: never another holder's). When the acquiring request
+// was answered, a delete that finds the item not ours settles it.
+// Otherwise the request may still be queued on a slow or frozen server and
+// be applied after any delete sent now, so giveBack keeps trying, with
+// backoff, until a delete removes our owner. Either way it stops at until
+// — when the lease the request wrote would have run out, so that a waiter
+// may take the lock over — or when DynamoDB refuses the delete (a missing
+// table). Each request is bounded by RequestTimeout; Close waits for
+// giveBack.
+func (l *Locker) giveBack(key, owner string, answered bool, until time.Time) {
+	delay := 50 * time.Millisecond
+	for {
 		ctx, cancel := context.WithTimeout(context.Background(), l.opts.RequestTimeout)
-		defer cancel()
-		_ = l.release(ctx, key, owner)
-	}()
+		err := l.release(ctx, key, owner)
+		cancel()
+		switch {
+		case err == nil:
+			return // it was ours: gone now
+		case answered && errors.Is(err, distlock.ErrLeaseLost):
+			return // not ours, and our request was answered: nothing to undo
+		case !errors.Is(err, distlock.ErrLeaseLost) && !retryable(err):
+			return // refused (e.g. the table is gone): nothing more to do
+		case !time.Now().Before(until):
+			return
+		}
+		t := time.NewTimer(min(delay, time.Until(until)))
+		<-t.C
+		delay = min(2*delay, time.Second)
+	}
 }
 
 // sdkRetryables is the SDK's own classification of retryable errors:
@@ -495,11 +578,11 @@ func (l *Locker) newLease(ctx context.Context, key, owner string, tok fenced.Tok
 	l.forget(key)
 	if err := ctx.Err(); err != nil {
 		// Acquired while the caller gave up: give it back.
-		l.undo(key, owner)
+		l.undo(key, owner, true, start.Add(o.TTL))
 		return nil, errors.Join(distlock.ErrNotAcquired, err)
 	}
 	lz, err := lease.New(lease.Config{
-		Package: pkg, Hooks: observe.FromContext(ctx), CleanupTimeout: l.opts.CleanupTimeout,
+		Package: pkg, Hooks: observe.FromContext(ctx), CleanupTimeout: l.opts.CleanupTimeout, Group: &l.bg,
 		Key: key, Token: tok, TTL: o.TTL, Start: start, AutoExtend: o.AutoExtend,
 		Backend: lease.Backend{
 			Extend:  func(ctx context.Context, ttl time.Duration) error { return l.beat(ctx, key, owner, ttl) },
@@ -507,10 +590,25 @@ func (l *Locker) newLease(ctx context.Context, key, owner string, tok fenced.Tok
 		},
 	})
 	if err != nil {
-		l.undo(key, owner)
+		l.undo(key, owner, true, start.Add(o.TTL)) // e.g. the Locker was closed meanwhile
 		return nil, err
 	}
 	return lz, nil
+}
+
+// Close releases the leases of the Locker still held, ends waiting Acquire
+// calls (with distlock.ErrClosed), refuses later ones, and waits for every
+// cleanup the Locker runs in the background — releases whose callers
+// stopped waiting, and the undoing of acquisitions abandoned while their
+// request was in flight, which go on until the request's lease would have
+// run out (see Acquire) — or until ctx ends. See distlock.Closer for what
+// it returns. The DynamoDB client is not closed. A nil Locker's Close
+// returns nil.
+func (l *Locker) Close(ctx context.Context) error {
+	if l == nil || l.db == nil {
+		return nil
+	}
+	return l.bg.Close(ctx, pkg)
 }
 
 // reqCtx bounds a heartbeat or release request by RequestTimeout and by

@@ -38,7 +38,18 @@ func table(t *testing.T) (string, func(t *testing.T) *dynamolock.Locker) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { closeLocker(t, l) })
 		return l
+	}
+}
+
+// closeLocker closes l, waiting for its background cleanups (before the
+// client goes and the package's goroutine-leak check runs).
+func closeLocker(t *testing.T, l distlock.Closer) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := l.Close(ctx); err != nil {
+		t.Errorf("Close: %v", err)
 	}
 }
 
@@ -91,7 +102,9 @@ func newDynamoStore(t *testing.T) distlocktest.Store {
 
 func TestConformance(t *testing.T) {
 	_, newLocker := table(t)
-	distlocktest.Run(t, func(t *testing.T) distlock.Locker { return newLocker(t) }, distlocktest.Options{})
+	// DynamoDB Local answers a request in milliseconds and every waiter
+	// polls: 8 × 25 sections keep the suite's run short on a shared machine.
+	distlocktest.Run(t, func(t *testing.T) distlock.Locker { return newLocker(t) }, distlocktest.Options{Goroutines: 8, Sections: 25})
 }
 
 // TestKleppmannDynamoStore: the same scenario with the fenced write on
@@ -180,6 +193,7 @@ func TestAmbiguousHeartbeat(t *testing.T) {
 	c := testkit.DynamoDBClient(t, testkit.DynamoDBEndpoint(t))
 	f := &flaky{Client: c, lost: 1}
 	l, err := dynamolock.New(f, &dynamolock.Config{Table: name})
+	t.Cleanup(func() { closeLocker(t, l) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,6 +223,7 @@ func TestAmbiguousAcquire(t *testing.T) {
 	c := testkit.DynamoDBClient(t, testkit.DynamoDBEndpoint(t))
 	f := &lostTake{Client: c, lost: 1}
 	l, err := dynamolock.New(f, &dynamolock.Config{Table: name})
+	t.Cleanup(func() { closeLocker(t, l) })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package dynamolock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/dynamolock"
@@ -32,6 +34,7 @@ func TestFrozenServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	l, err := dynamolock.New(c, &dynamolock.Config{Table: "locks"}) // RequestTimeout: DefaultRequestTimeout
+	t.Cleanup(func() { closeLocker(t, l) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,5 +120,84 @@ func TestFrozenServer(t *testing.T) {
 	}
 	if err := lz.Release(ctx); err != nil {
 		t.Fatalf("Release after Thaw: %v", err)
+	}
+}
+
+// TestAbandonedAcquireOnFrozenServer: an Acquire whose caller gives up
+// while its request is queued on a frozen server (SIGSTOP) returns at
+// once; after the thaw the server may apply the request and take the lock
+// for nobody. The Locker keeps undoing that acquisition until it succeeds
+// or the lease it wrote would have run out — not a single
+// compare-and-delete that gives up while the server is still frozen — and
+// Close waits for it: once Close returned, another Locker gets the key at
+// once instead of after the lease. Whether the server applies a request
+// its client stopped waiting for is up to it: the test repeats the
+// scenario until a round shows the acquisition applied (the key's token
+// counter moved) and checks every round.
+func TestAbandonedAcquireOnFrozenServer(t *testing.T) {
+	p := testkit.StartDynamoDB(t)
+	c := dynamodb.New(dynamodb.Options{ // the defaults, but for the endpoint
+		BaseEndpoint: aws.String("http://" + p.Addr), Region: "us-east-1",
+		Credentials: credentials.NewStaticCredentialsProvider("x", "x", ""),
+	})
+	if err := dynamolock.CreateTable(t.Context(), c, "locks", ""); err != nil {
+		t.Fatal(err)
+	}
+	other, err := dynamolock.New(c, &dynamolock.Config{Table: "locks"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closeLocker(t, other) })
+	// A short request timeout: the abandoned request and the first
+	// clean-ups time out while the server is frozen, so nothing tells the
+	// Locker whether the acquisition was applied.
+	const requestTimeout = 300 * time.Millisecond
+	const ttl = 5 * time.Second
+	applied := 0
+	for round := 1; round <= 8 && applied < 2; round++ {
+		key := fmt.Sprintf("k%d", round)
+		l, err := dynamolock.New(c, &dynamolock.Config{Table: "locks", RequestTimeout: requestTimeout})
+		t.Cleanup(func() { closeLocker(t, l) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Freeze(t)
+		ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+		_, err = l.Acquire(ctx, key, &distlock.Options{TTL: ttl})
+		cancel()
+		if !errors.Is(err, distlock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
+			p.Thaw(t)
+			t.Fatalf("round %d: Acquire on a frozen server = %v, want ErrNotAcquired and DeadlineExceeded", round, err)
+		}
+		// Frozen for several request timeouts: the request and the first
+		// clean-ups time out unanswered; then the server runs what queued.
+		time.Sleep(5 * requestTimeout)
+		p.Thaw(t)
+
+		cctx, ccancel := context.WithTimeout(t.Context(), 3*ttl)
+		err = l.Close(cctx)
+		ccancel()
+		if err != nil {
+			t.Fatalf("round %d: Close: %v", round, err)
+		}
+		out, err := c.GetItem(t.Context(), &dynamodb.GetItemInput{TableName: aws.String("locks"), ConsistentRead: aws.Bool(true),
+			Key: map[string]types.AttributeValue{dynamolock.DefaultKeyColumn: &types.AttributeValueMemberS{Value: key}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := out.Item[dynamolock.AttrToken]; ok {
+			applied++
+		}
+		lz, err := other.TryAcquire(t.Context(), key, nil)
+		if err != nil {
+			t.Fatalf("round %d: TryAcquire after the abandoned Acquire's Locker was closed: %v (item %v: the acquisition applied after the thaw was left in place)", round, err, out.Item)
+		}
+		if err := lz.Release(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("the server applied %d abandoned acquisition(s)", applied)
+	if applied == 0 {
+		t.Fatal("in 8 rounds the server never applied an abandoned acquisition: the scenario was not exercised")
 	}
 }

@@ -3,6 +3,7 @@ package dynamolock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"net"
 	"net/http"
@@ -103,6 +104,7 @@ func TestErrorClassification(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &failing{err: tc.err}
 			l, err := dynamolock.New(f, &dynamolock.Config{Table: "t"})
+			t.Cleanup(func() { closeLocker(t, l) })
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -119,7 +121,10 @@ func TestErrorClassification(t *testing.T) {
 				ctx = c
 			}
 			var aerr error
-			within(t, 10*time.Second, "Acquire", func() { _, aerr = l.Acquire(ctx, distlocktest.Key(t), nil) })
+			// A short TTL: after a retryable failure the request may have
+			// been applied, and the Locker undoes it until the lease it
+			// wrote would have run out (Close waits for that).
+			within(t, 10*time.Second, "Acquire", func() { _, aerr = l.Acquire(ctx, distlocktest.Key(t), &distlock.Options{TTL: time.Second}) })
 			if tc.retry {
 				if !errors.Is(aerr, distlock.ErrNotAcquired) || !errors.Is(aerr, context.Canceled) || f.n.Load() < 3 {
 					t.Fatalf("Acquire = %v after %d requests, want retries until cancelled", aerr, f.n.Load())
@@ -143,6 +148,7 @@ func TestErrorClassification(t *testing.T) {
 func TestMissingTable(t *testing.T) {
 	c, prefix := testkit.DynamoDB(t)
 	l, err := dynamolock.New(c, &dynamolock.Config{Table: prefix + "missing"})
+	t.Cleanup(func() { closeLocker(t, l) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,6 +172,7 @@ func TestInvalidKeys(t *testing.T) {
 	name, _ := table(t)
 	c := &counting{Client: testkit.DynamoDBClient(t, testkit.DynamoDBEndpoint(t))}
 	l, err := dynamolock.New(c, &dynamolock.Config{Table: name})
+	t.Cleanup(func() { closeLocker(t, l) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,5 +328,52 @@ func TestTokenCounterExhausted(t *testing.T) {
 	put(t, c, name, past, map[string]types.AttributeValue{dynamolock.AttrToken: n("9223372036854775808")})
 	if _, err := l.TryAcquire(t.Context(), past, nil); !errors.Is(err, distlock.ErrTokenExhausted) {
 		t.Fatalf("counter past MaxInt64: TryAcquire = %v, want ErrTokenExhausted", err)
+	}
+}
+
+// TestObservationsPruned: the observations a Locker keeps to tell when a
+// holder stopped heartbeating (one per key it found held) are pruned once
+// idle for twice the holder's lease: observing 200 held keys, then 200
+// others after the first ones went idle, leaves far fewer than 400 (the
+// old map grew with every key ever observed). A pruned key is observed
+// afresh: the takeover still waits a whole lease.
+func TestObservationsPruned(t *testing.T) {
+	_, newLocker := table(t)
+	holder, waiter := newLocker(t), newLocker(t)
+	const n = 200
+	waiter.PruneAfter(50*time.Millisecond, n/2) // the defaults: a minute, 1,024 keys
+	keys := func(round int) []string {
+		ks := make([]string, n)
+		for i := range ks {
+			ks[i] = fmt.Sprintf("%s/%d/%d", distlocktest.Key(t), round, i)
+		}
+		return ks
+	}
+	observe := func(ks []string) {
+		for _, k := range ks {
+			if _, err := waiter.TryAcquire(t.Context(), k, &distlock.Options{TTL: time.Millisecond}); !errors.Is(err, distlock.ErrNotAcquired) {
+				t.Fatalf("TryAcquire of a held key = %v", err)
+			}
+		}
+	}
+	hold := func(ks []string) {
+		for _, k := range ks {
+			// A short lease (written for waiters): it is what an idle
+			// observation must outlast twice to be pruned.
+			if _, err := holder.Acquire(t.Context(), k, &distlock.Options{TTL: 20 * time.Millisecond}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	first, second := keys(1), keys(2)
+	hold(first)
+	observe(first)
+	time.Sleep(100 * time.Millisecond) // the first keys' observations go idle for 2 leases and PruneAfter
+	hold(second)
+	observe(second)
+	got := waiter.Observed()
+	t.Logf("%d observations kept after observing %d held keys", got, 2*n)
+	if got > n+n/2 {
+		t.Fatalf("%d observations after observing %d held keys, %d of them idle: not pruned", got, 2*n, n)
 	}
 }

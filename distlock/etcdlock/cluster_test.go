@@ -76,6 +76,7 @@ func TestClusterMemberKill(t *testing.T) {
 	for w := int32(1); w <= 4; w++ {
 		c := testkit.EtcdClient(t, eps, "")
 		l, err := etcdlock.New(c, &etcdlock.Config{Prefix: prefix})
+		t.Cleanup(func() { closeLocker(t, l) })
 		if err != nil {
 			t.Fatal(err)
 		}

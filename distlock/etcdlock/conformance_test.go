@@ -57,6 +57,7 @@ func suite(t *testing.T, server func(testing.TB) (*clientv3.Client, string), opt
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { closeLocker(t, l) })
 		return l
 	}
 	opts.ShortTTL = time.Second // granted as etcd's minimum lease TTL (2 s by default)

@@ -92,6 +92,8 @@ type Locker struct {
 	timeout time.Duration
 	cleanup time.Duration
 
+	bg lease.Group // leases, cleanups and watchers (Close)
+
 	mu       sync.Mutex
 	cleanups map[string]*cleanup // pending deletions by key prefix
 	sessions map[int64]*session  // by requested TTL in seconds
@@ -227,11 +229,11 @@ func (l *Locker) session(ctx context.Context, secs int64, validity time.Duration
 // revokeLater revokes an unused etcd lease in the background (bounded by
 // the request timeout); if that fails, it expires by its TTL.
 func (l *Locker) revokeLater(ctx context.Context, id clientv3.LeaseID) {
-	go func() {
+	l.bg.Go(func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout)
 		defer cancel()
 		_, _ = l.c.Revoke(rctx, id)
-	}()
+	})
 }
 
 // cleanup counts the background revocations of abandoned acquisitions of
@@ -241,7 +243,10 @@ type cleanup struct {
 	done chan struct{}
 }
 
-var _ distlock.Locker = (*Locker)(nil)
+var (
+	_ distlock.Locker = (*Locker)(nil)
+	_ distlock.Closer = (*Locker)(nil)
+)
 
 // New returns a Locker using client (a *clientv3.Client). The client's own
 // options need no tuning: the Locker bounds every request itself (see
@@ -359,10 +364,21 @@ func transient(err error) bool {
 	return false
 }
 
-func (l *Locker) acquire(ctx context.Context, key string, opts *distlock.Options, try bool) (_ distlock.Lease, err error) {
+func (l *Locker) acquire(parent context.Context, key string, opts *distlock.Options, try bool) (_ distlock.Lease, err error) {
 	if err := l.check(); err != nil {
 		return nil, err
 	}
+	if l.bg.Closed() {
+		return nil, lease.ErrClosed(pkg)
+	}
+	// Close ends a wait: ctx ends with it.
+	ctx, stop := l.bg.Bind(parent)
+	defer stop()
+	defer func() {
+		if err != nil && lease.Closing(ctx) && parent.Err() == nil {
+			err = lease.ErrClosed(pkg)
+		}
+	}()
 	o, err := lease.Resolve(pkg, key, opts)
 	if err != nil {
 		return nil, err
@@ -502,7 +518,7 @@ func (l *Locker) deleteAbandoned(ctx context.Context, pfx string, s *session, ke
 	c.n++
 	l.mu.Unlock()
 	done := make(chan struct{})
-	go func() {
+	l.bg.Go(func() {
 		defer close(done)
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout)
 		_, err := l.c.Delete(rctx, key)
@@ -516,7 +532,7 @@ func (l *Locker) deleteAbandoned(ctx context.Context, pfx string, s *session, ke
 			delete(l.cleanups, pfx)
 		}
 		l.mu.Unlock()
-	}()
+	})
 	select {
 	case <-done:
 	case <-ctx.Done():
@@ -664,6 +680,7 @@ func (l *Locker) newLease(hooks *observe.Hooks, key, myKey string, s *session, t
 	id, granted := s.id, s.granted
 	ls, err := lease.New(lease.Config{
 		Package:        pkg,
+		Group:          &l.bg,
 		Hooks:          hooks,
 		CleanupTimeout: l.cleanup,
 		Key:            key,
@@ -738,8 +755,41 @@ func (l *Locker) newLease(hooks *observe.Hooks, key, myKey string, s *session, t
 	if dead {
 		ls.Lost(errSessionGone(id))
 	}
-	go l.watch(ls, s, myKey, int64(token))
+	l.bg.Go(func() { l.watch(ls, s, myKey, int64(token)) })
 	return ls, nil
+}
+
+// Close releases the leases of the Locker still held, ends waiting
+// Acquire calls (with distlock.ErrClosed), refuses later ones, waits for
+// every cleanup and watcher the Locker runs in the background, and then
+// revokes the etcd leases of its sessions (each request bounded by
+// Config.RequestTimeout), so that nothing of the Locker is left on the
+// server; or it returns when ctx ends. See distlock.Closer for what it
+// returns. The etcd client is not closed. A nil Locker's Close returns
+// nil.
+func (l *Locker) Close(ctx context.Context) error {
+	if l == nil || l.c == nil {
+		return nil
+	}
+	err := l.bg.Close(ctx, pkg)
+	l.mu.Lock()
+	sessions := make([]*session, 0, len(l.sessions))
+	for _, s := range l.sessions {
+		sessions = append(sessions, s)
+	}
+	l.sessions = make(map[int64]*session)
+	l.mu.Unlock()
+	var errs []error
+	for _, s := range sessions {
+		rctx, cancel := l.rpc(ctx)
+		_, rerr := l.c.Revoke(rctx, s.id)
+		cancel()
+		l.kill(s, lease.ErrClosed(pkg))
+		if rerr != nil && !errors.Is(rerr, rpctypes.ErrLeaseNotFound) {
+			errs = append(errs, fmt.Errorf("etcdlock: close: revoke session lease %x: %w", int64(s.id), rerr))
+		}
+	}
+	return errors.Join(append([]error{err}, errs...)...)
 }
 
 // watch marks ls lost when its key is deleted (lease expired or revoked

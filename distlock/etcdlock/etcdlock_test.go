@@ -21,7 +21,18 @@ func newLocker(t *testing.T, c *clientv3.Client, prefix string) *etcdlock.Locker
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { closeLocker(t, l) })
 	return l
+}
+
+// closeLocker closes l, waiting for its background cleanups (before the
+// client closes and the package's goroutine-leak check runs).
+func closeLocker(t *testing.T, l distlock.Closer) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := l.Close(ctx); err != nil {
+		t.Errorf("Close: %v", err)
+	}
 }
 
 // TestTTLExpiry: a holder that neither extends nor releases loses the

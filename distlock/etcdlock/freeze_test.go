@@ -57,10 +57,12 @@ func TestFrozenMember(t *testing.T) {
 			procs := testkit.StartEtcdCluster(t, tc.members)
 			eps := testkit.Addrs(procs)
 			a, err := etcdlock.New(defaultClient(t, eps), nil)
+			t.Cleanup(func() { closeLocker(t, a) })
 			if err != nil {
 				t.Fatal(err)
 			}
 			b, err := etcdlock.New(defaultClient(t, eps), nil)
+			t.Cleanup(func() { closeLocker(t, b) })
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -44,6 +44,7 @@ func TestBadInputBeforeIO(t *testing.T) {
 	defer c.Close()
 	cc := &countingClient{Client: c}
 	l, err := etcdlock.New(cc, nil)
+	t.Cleanup(func() { closeLocker(t, l) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,6 +156,7 @@ func TestValidityCappedByGrantedTTL(t *testing.T) {
 	c, prefix := testkit.Etcd(t)
 	cc := &countingClient{Client: c, grantTo: 2}
 	l, err := etcdlock.New(cc, &etcdlock.Config{Prefix: prefix})
+	t.Cleanup(func() { closeLocker(t, l) })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,6 +42,30 @@
 // (pg_terminate_backend, idle timeout, server shutdown) or the socket
 // closing without polling.
 //
+// # When the server ends the session
+//
+// A session that ends on the server — pg_terminate_backend, a crashed or
+// restarted server, a failover to a standby (advisory locks are not
+// replicated: on the new primary every lock is free) — frees its advisory
+// lock at once, before the holder can know. Another session can acquire
+// the lock in that moment; the holder's lease ends when its watcher reads
+// the closed connection: within milliseconds on a running process, and
+// within SessionLossBound even on a loaded machine (the package's tests
+// assert it). Until then Valid still reports true. That window is one more
+// reason why only a fenced write protects storage: the successor's token
+// is higher, so the old holder's late writes are refused. (A session that
+// the server ends by its idle_session_timeout — the lease's TTL — is not
+// such a case: the lease's local validity ends first.) A connection cut
+// without a word (a partition, a frozen server) is noticed by neither
+// side: the server keeps the lock until its idle timeout, after the
+// lease's own deadline.
+//
+// # Closing
+//
+// Close releases the leases still held, ends waiting Acquire calls and
+// waits for the leases' session goroutines (see distlock.Closer); call it
+// before closing the pool.
+//
 // # Bad input
 //
 // A nil pool (New), a nil or zero Locker, an empty key and a negative or

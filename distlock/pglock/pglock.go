@@ -40,6 +40,14 @@ const (
 // still believes it holds the lock.
 const MaxTTL = math.MaxInt32 * time.Millisecond
 
+// SessionLossBound is how long after the server ended a lease's session
+// (pg_terminate_backend, a crash, a failover: the lock is free at once) the
+// lease may still report Valid: the time for its watcher goroutine to read
+// the closed connection, milliseconds on a running process, bounded here
+// with room for a loaded machine. A process paused longer (GC, SIGSTOP)
+// learns later; fencing tokens keep storage safe either way.
+const SessionLossBound = 2 * time.Second
+
 // Config configures a Locker. A nil *Config or a zero field means the
 // documented default; an invalid field is bad input (an error matching
 // concurkit.ErrInvalidArgument). New copies it.
@@ -68,9 +76,13 @@ type Locker struct {
 	pool *pgxpool.Pool
 	seq  string // quoted
 	cfg  Config
+	bg   lease.Group // leases handed out, their session goroutines (Close)
 }
 
-var _ distlock.Locker = (*Locker)(nil)
+var (
+	_ distlock.Locker = (*Locker)(nil)
+	_ distlock.Closer = (*Locker)(nil)
+)
 
 // New returns a Locker on pool, which hands a connection to each held lease
 // (a session-level advisory lock lives on one session). It does no I/O. It
@@ -191,6 +203,9 @@ func (l *Locker) acquire(ctx context.Context, key string, opts *distlock.Options
 	if err := ctx.Err(); err != nil {
 		return nil, errors.Join(distlock.ErrNotAcquired, err)
 	}
+	if l.bg.Closed() {
+		return nil, lease.ErrClosed(pkg)
+	}
 	try := func(ctx context.Context) (distlock.Lease, error) {
 		for created := false; ; created = true {
 			lz, err := l.attempt(ctx, key, o)
@@ -211,7 +226,20 @@ func (l *Locker) acquire(ctx context.Context, key string, opts *distlock.Options
 	// max(4, NumCPU) connections) a few waiters take every connection and
 	// the holder can no longer get one for its own work, or to release.
 	// Polling holds a connection only for one short statement at a time.
-	return lease.Poll(ctx, lease.PollPolicy{Min: l.cfg.PollMin, Max: l.cfg.PollMax, Package: pkg, Key: key}, try)
+	return lease.Poll(ctx, lease.PollPolicy{Min: l.cfg.PollMin, Max: l.cfg.PollMax, Package: pkg, Key: key, Stop: l.bg.Done()}, try)
+}
+
+// Close releases the leases of the Locker still held (each unlocks on its
+// session and hands its connection back to the pool), ends waiting
+// Acquire calls (with distlock.ErrClosed), refuses later ones, and waits
+// until every lease's session goroutine has finished or ctx ends. See
+// distlock.Closer for what it returns. The pool is not closed. A nil
+// Locker's Close returns nil.
+func (l *Locker) Close(ctx context.Context) error {
+	if l == nil || l.pool == nil {
+		return nil
+	}
+	return l.bg.Close(ctx, pkg)
 }
 
 // CreateSequence creates the token sequence if it does not exist. It
@@ -283,15 +311,15 @@ func (l *Locker) attempt(ctx context.Context, key string, o distlock.Options) (d
 	}
 	s := newSession(conn, k, prev)
 	lz, err := lease.New(lease.Config{
-		Package: pkg, Hooks: observe.FromContext(ctx), CleanupTimeout: l.cfg.CleanupTimeout,
+		Package: pkg, Hooks: observe.FromContext(ctx), CleanupTimeout: l.cfg.CleanupTimeout, Group: &l.bg,
 		Key: key, Token: fenced.Token(tok), TTL: o.TTL, Start: start, AutoExtend: o.AutoExtend,
 		Backend: lease.Backend{Extend: s.extend, Release: s.release},
 	})
-	if err != nil { // unreachable: key, token and TTL were checked
-		discard(conn)
+	if err != nil { // the Locker was closed meanwhile (key, token and TTL were checked)
+		unlockAndDiscard(conn, k)
 		return nil, err
 	}
-	s.start(lz)
+	l.bg.Go(func() { s.run(lz) })
 	return &pgLease{l: lz, pid: conn.Conn().PgConn().PID()}, nil
 }
 
@@ -373,8 +401,6 @@ func newSession(conn *pgxpool.Conn, key int64, idle string) *session {
 	return &session{conn: conn, key: key, idle: idle, reqs: make(chan func()), stop: make(chan struct{}), dead: make(chan struct{})}
 }
 
-func (s *session) start(l *lease.Lease) { go s.run(l) }
-
 func (s *session) run(l *lease.Lease) {
 	defer close(s.dead)
 	pg := s.conn.Conn().PgConn()
@@ -433,8 +459,12 @@ func (s *session) run(l *lease.Lease) {
 	}
 }
 
-// do runs fn on the connection, from the owner goroutine.
-func (s *session) do(fn func(*pgxpool.Conn) error) error {
+// do runs fn on the connection, from the owner goroutine. It returns
+// ctx.Err() as soon as ctx ends; a query already handed over then goes on
+// to its own end on the owner goroutine (interrupting a query midway would
+// break the connection, and with it the lock), and the next request waits
+// for it.
+func (s *session) do(ctx context.Context, fn func(*pgxpool.Conn) error) error {
 	s.mu.Lock()
 	if s.stopped {
 		s.mu.Unlock()
@@ -448,25 +478,36 @@ func (s *session) do(fn func(*pgxpool.Conn) error) error {
 	done := make(chan error, 1)
 	select {
 	case s.reqs <- func() { done <- fn(s.conn) }:
-		return <-done
+		select {
+		case err := <-done:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	case <-s.dead:
 		s.mu.Lock()
 		s.pending--
 		err := s.died
 		s.mu.Unlock()
 		return fmt.Errorf("%w: pglock: session ended: %w", distlock.ErrLeaseLost, err)
+	case <-ctx.Done():
+		s.mu.Lock()
+		s.pending--
+		s.mu.Unlock()
+		return ctx.Err()
 	}
 }
 
 // extend renews idle_session_timeout (the query itself also resets the
-// server's idle timer). It runs with a context the caller cannot cancel
-// (a query interrupted midway would break the connection, and with it
-// the lock), bounded by ttl.
+// server's idle timer). The query runs with a context the caller cannot
+// cancel (a query interrupted midway would break the connection, and with
+// it the lock), bounded by ttl; the caller stops waiting for it when ctx
+// ends (the lease then keeps its current deadline).
 func (s *session) extend(ctx context.Context, ttl time.Duration) error {
 	if err := checkTTL(ttl); err != nil {
 		return err // not ErrLeaseLost: the lease stays held until its deadline
 	}
-	return s.do(func(c *pgxpool.Conn) error {
+	return s.do(ctx, func(c *pgxpool.Conn) error {
 		qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ttl)
 		defer cancel()
 		if _, err := c.Exec(qctx, sqlExtend, ms(ttl)); err != nil {
@@ -481,7 +522,7 @@ func (s *session) extend(ctx context.Context, ttl time.Duration) error {
 // it when its state is unknown.
 func (s *session) release(ctx context.Context) error {
 	var unlocked bool
-	err := s.do(func(c *pgxpool.Conn) error {
+	err := s.do(ctx, func(c *pgxpool.Conn) error {
 		qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		var ignored string

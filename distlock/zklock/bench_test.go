@@ -1,6 +1,7 @@
 package zklock_test
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -24,7 +25,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer l.Close()
+	defer l.Close(context.Background())
 	ctx := b.Context()
 	warm, err := l.Acquire(ctx, "bench", nil) // session and parent node
 	if err != nil {
@@ -62,7 +63,7 @@ func BenchmarkContended(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer l.Close()
+		defer l.Close(context.Background())
 		lockers[i] = l
 	}
 	benchContended(b, func(i int) distlock.Locker { return lockers[i] }, workers)

@@ -86,7 +86,7 @@ func TestEnsembleLeaderKill(t *testing.T) {
 				t.Error(err)
 				return
 			}
-			defer l.Close()
+			defer l.Close(context.Background())
 			for {
 				select {
 				case <-stop:

@@ -63,7 +63,7 @@ func ExampleLocker_Acquire() {
 				fmt.Println("error:", err)
 				return
 			}
-			defer locker.Close()
+			defer locker.Close(context.Background())
 			lease, err := locker.Acquire(ctx, key, nil)
 			if err != nil {
 				fmt.Println("error:", err)
@@ -116,7 +116,7 @@ func ExampleLocker_TryAcquire() {
 		fmt.Println("error:", err)
 		return
 	}
-	defer locker.Close()
+	defer locker.Close(context.Background())
 	key := fmt.Sprintf("report-%d", rand.Int64())
 
 	first, err := locker.TryAcquire(ctx, key, nil)

@@ -68,12 +68,12 @@ func TestFrozenServer(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { a.Close() })
+			t.Cleanup(func() { _ = a.Close(context.Background()) })
 			b, err := zklock.New(servers, &zklock.Config{Dialer: pb.Dial})
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { b.Close() })
+			t.Cleanup(func() { _ = b.Close(context.Background()) })
 			const ttl = 2 * time.Second
 			opts := &distlock.Options{TTL: ttl}
 			ctx := t.Context()

@@ -22,7 +22,6 @@ import (
 
 	"github.com/concurkit/concurkit"
 	"github.com/concurkit/concurkit/distlock"
-	"github.com/concurkit/concurkit/distlock/internal/sentinel"
 	"github.com/concurkit/concurkit/fenced"
 	"github.com/concurkit/concurkit/internal/handle"
 	"github.com/concurkit/concurkit/internal/lease"
@@ -51,10 +50,6 @@ const MaxTTL = math.MaxInt32 * time.Millisecond
 
 // maxRootLen bounds Config.Root (see MaxKeyLen).
 const maxRootLen = 1024
-
-// ErrClosed ["closed" for observe.ErrorType] is returned by Acquire and
-// TryAcquire after Close.
-var ErrClosed error = sentinel.New("zklock: locker closed", "closed")
 
 // Config configures a Locker. A nil *Config or a zero field means the
 // documented default; an invalid field is bad input (an error matching
@@ -99,6 +94,8 @@ type Locker struct {
 	logger  zk.Logger
 	cleanup time.Duration
 
+	bg lease.Group // leases handed out (Close releases them)
+
 	mu       sync.Mutex
 	closed   bool
 	sessions []*session
@@ -108,7 +105,10 @@ type Locker struct {
 	abandoned map[string][]chan struct{}
 }
 
-var _ distlock.Locker = (*Locker)(nil)
+var (
+	_ distlock.Locker = (*Locker)(nil)
+	_ distlock.Closer = (*Locker)(nil)
+)
 
 // New returns a Locker for the ZooKeeper ensemble at servers ("host:port").
 //
@@ -212,29 +212,47 @@ func validPathRune(r rune) bool {
 	return true
 }
 
-// Close ends every session of the Locker: each lease's context is
-// cancelled and the server deletes their lock nodes at once. Waiting
-// Acquire calls return ErrClosed. Close waits for the client goroutines to
-// exit and is idempotent (a nil Locker's Close returns nil).
-func (l *Locker) Close() error {
+// Close releases the leases of the Locker still held (deleting their
+// nodes), ends every session of the Locker — the server deletes whatever
+// node is left of them at once — ends waiting Acquire calls and refuses
+// later ones (with distlock.ErrClosed), and waits for the client
+// goroutines to exit, or until ctx ends. See distlock.Closer for what it
+// returns. A nil Locker's Close returns nil.
+func (l *Locker) Close(ctx context.Context) error {
 	if l == nil {
 		return nil
 	}
+	err := l.bg.Close(ctx, pkg)
 	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
-		return nil
-	}
-	l.closed = true
 	sessions := l.sessions
 	l.sessions = nil
+	l.closed = true
 	l.mu.Unlock()
 	for _, s := range sessions {
 		s.close()
 	}
-	l.watchers.Wait()
-	return nil
+	done := make(chan struct{})
+	go func() {
+		l.watchers.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return err
+	case <-ctx.Done():
+		return errors.Join(err, &closeUnfinished{ctx.Err()})
+	}
 }
+
+// closeUnfinished is the error of a Close whose ctx ended before the
+// client goroutines exited.
+type closeUnfinished struct{ err error }
+
+func (e *closeUnfinished) Error() string {
+	return "zklock: close: client goroutines still running: " + e.err.Error()
+}
+func (e *closeUnfinished) Unwrap() error        { return e.err }
+func (e *closeUnfinished) Is(target error) bool { return target == concurkit.ErrOutcomeUnknown }
 
 // goTracked runs fn in a goroutine that Close waits for; it returns false
 // (and does not run fn) once the Locker is closed.
@@ -259,7 +277,7 @@ func (l *Locker) session(ttl time.Duration) (*session, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
-		return nil, ErrClosed
+		return nil, lease.ErrClosed(pkg)
 	}
 	i := slices.IndexFunc(l.sessions, func(s *session) bool { return s.ttl == ttl })
 	if i < 0 {
@@ -319,8 +337,9 @@ func (l *Locker) closeIdleLocked(keep *session) {
 // distlock.ErrInvalidKey for a key that is empty, not valid UTF-8, longer
 // than MaxKeyLen, "." or ".." (or "zookeeper" under the root "/"),
 // an error matching concurkit.ErrInvalidArgument for a negative TTL or one
-// above MaxTTL (and for a nil Locker; all before any I/O), ErrClosed after
-// Close, and ZooKeeper errors other than connection losses (which it rides
+// above MaxTTL (and for a nil Locker; all before any I/O), an error
+// matching distlock.ErrClosed (and distlock.ErrNotAcquired) after Close,
+// and ZooKeeper errors other than connection losses (which it rides
 // out).
 //
 // An Acquire that had to wait for a predecessor's node reports its wait to
@@ -543,7 +562,7 @@ func (l *Locker) acquire(ctx context.Context, key string, opts *distlock.Options
 	})
 	if !ok {
 		l.unref(s)
-		return nil, ErrClosed
+		return nil, lease.ErrClosed(pkg)
 	}
 	select {
 	case r := <-res:
@@ -628,7 +647,7 @@ func (c *contender) run(ctx context.Context, key string, try bool) (distlock.Lea
 		live, err := c.s.waitLive(ctx)
 		if err != nil {
 			if errors.Is(err, errClosed) {
-				return nil, ErrClosed
+				return nil, lease.ErrClosed(pkg)
 			}
 			return nil, errors.Join(distlock.ErrNotAcquired, err)
 		}
@@ -847,6 +866,7 @@ func (c *contender) hold(key string, live context.Context) (distlock.Lease, erro
 	unref := sync.OnceFunc(func() { c.l.unref(s) })
 	ls, err := lease.New(lease.Config{
 		Package:        pkg,
+		Group:          &c.l.bg,
 		Hooks:          c.hooks,
 		CleanupTimeout: c.l.cleanup,
 		Key:            key,
@@ -881,8 +901,8 @@ func (c *contender) hold(key string, live context.Context) (distlock.Lease, erro
 	c.l.mu.Lock()
 	if c.l.closed { // Close is ending the session, which deletes our node
 		c.l.mu.Unlock()
-		ls.Lost(ErrClosed)
-		return nil, ErrClosed
+		ls.Lost(lease.ErrClosed(pkg))
+		return nil, lease.ErrClosed(pkg)
 	}
 	c.node = "" // owned by the lease now
 	c.l.watchers.Add(1)

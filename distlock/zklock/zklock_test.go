@@ -20,7 +20,7 @@ func newLocker(t *testing.T, servers []string, cfg *zklock.Config) *zklock.Locke
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { l.Close() })
+	t.Cleanup(func() { _ = l.Close(context.Background()) })
 	return l
 }
 
@@ -54,8 +54,8 @@ func TestBadInput(t *testing.T) {
 			t.Errorf("TryAcquire %s: %v, want %v", tc.name, err, tc.want)
 		}
 	}
-	l.Close()
-	if _, err := l.Acquire(t.Context(), "k", nil); !errors.Is(err, zklock.ErrClosed) {
+	_ = l.Close(context.Background())
+	if _, err := l.Acquire(t.Context(), "k", nil); !errors.Is(err, distlock.ErrClosed) {
 		t.Errorf("Acquire after Close: %v, want ErrClosed", err)
 	}
 }
@@ -164,7 +164,7 @@ func TestCloseReleases(t *testing.T) {
 		}
 		got <- ls
 	}()
-	a.Close()
+	_ = a.Close(context.Background())
 	if err := la.Context().Err(); err == nil {
 		t.Fatal("lease context live after Close")
 	}

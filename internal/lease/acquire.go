@@ -47,10 +47,15 @@ const (
 type PollPolicy struct {
 	Min, Max     time.Duration
 	Package, Key string
+	// Stop, if not nil, ends the wait when it is closed (a Group's Done:
+	// the Locker is being closed); Poll then returns an error matching
+	// distlock.ErrClosed and distlock.ErrNotAcquired.
+	Stop <-chan struct{}
 }
 
 // Poll calls try until it returns a lease, an error that does not match
-// distlock.ErrNotAcquired, or ctx ends; in the last case it returns
+// distlock.ErrNotAcquired, p.Stop is closed (ErrClosed), or ctx ends; in
+// the last case it returns
 // errors.Join(distlock.ErrNotAcquired, ctx.Err()) (and a lease try may
 // have returned together with an error is never leaked: try must not
 // return both). Backends that can wait on a server-side event (ZooKeeper
@@ -106,6 +111,8 @@ func Poll[L any](ctx context.Context, p PollPolicy, try func(ctx context.Context
 		select {
 		case <-ctx.Done():
 			return zero, errors.Join(distlock.ErrNotAcquired, ctx.Err())
+		case <-p.Stop:
+			return zero, ErrClosed(p.Package)
 		case <-t.C:
 		}
 	}

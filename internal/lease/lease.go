@@ -88,6 +88,12 @@ type Config struct {
 	AutoExtend bool
 	// Backend callbacks.
 	Backend Backend
+	// Group, if not nil, is the Locker's Group: the lease registers with
+	// it until its Release cleanup finished, also after a loss (Close
+	// releases what is still registered), and its background goroutines (auto-extension, a
+	// Release cleanup its caller stopped waiting for) run in it. New
+	// refuses a closed Group's lease (an error matching distlock.ErrClosed).
+	Group *Group
 }
 
 // DefaultDrift returns the default clock-drift allowance: 1% of ttl plus 2ms
@@ -118,6 +124,7 @@ type Lease struct {
 	margin  time.Duration
 	cleanup time.Duration
 	be      Backend
+	group   *Group // nil: none
 
 	// ctx is what Context returns: inner, plus the lazy arming of the
 	// expiry timer (see leaseCtx). The lease's own waits use inner.
@@ -178,7 +185,10 @@ func New(cfg Config) (*Lease, error) {
 	case cfg.CleanupTimeout < 0:
 		return nil, fmt.Errorf("%w: %s: CleanupTimeout %v < 0", concurkit.ErrInvalidArgument, cfg.Package, cfg.CleanupTimeout)
 	}
-	l := &Lease{pkg: cfg.Package, hooks: cfg.Hooks, key: cfg.Key, token: cfg.Token, ttl: cfg.TTL, be: cfg.Backend, op: make(chan struct{}, 1)}
+	l := &Lease{pkg: cfg.Package, hooks: cfg.Hooks, key: cfg.Key, token: cfg.Token, ttl: cfg.TTL, be: cfg.Backend, group: cfg.Group, op: make(chan struct{}, 1)}
+	if l.group != nil && !l.group.add(l) {
+		return nil, ErrClosed(cfg.Package)
+	}
 	l.drift, l.margin, l.cleanup = cfg.Drift, cfg.Margin, cfg.CleanupTimeout
 	if l.drift == 0 {
 		l.drift = DefaultDrift(cfg.TTL)
@@ -228,7 +238,7 @@ func (l *Lease) startTimed(cfg Config, start time.Time) {
 	}
 	if cfg.AutoExtend {
 		l.done = make(chan struct{})
-		go l.autoExtend(l.done)
+		l.goTracked(func() { l.autoExtend(l.done) })
 	}
 }
 
@@ -571,7 +581,7 @@ func (l *Lease) Release(ctx context.Context) error {
 			// stack would grow through the client's deep call chain.
 			l.runCleanup(cctx, cancel)
 		} else {
-			go l.runCleanup(cctx, cancel)
+			l.goTracked(func() { l.runCleanup(cctx, cancel) })
 		}
 	}
 
@@ -620,6 +630,9 @@ func (l *Lease) runCleanup(ctx context.Context, cancel context.CancelFunc) {
 			berr = fmt.Errorf("waiting for an Extend in flight: %w", ctx.Err())
 		}
 	}
+	if l.group != nil {
+		l.group.remove(l)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	// A cleanup that failed other than by finding the lock gone leaves the
@@ -666,6 +679,15 @@ func (l *Lease) autoExtend(done chan<- struct{}) {
 			t.Reset(max(interval/4, time.Millisecond))
 		}
 	}
+}
+
+// goTracked runs f in a goroutine of the lease's Group, or a plain one.
+func (l *Lease) goTracked(f func()) {
+	if l.group != nil {
+		l.group.Go(f)
+		return
+	}
+	go f()
 }
 
 // unconfirmed wraps the error of a failed cleanup.

@@ -1,0 +1,91 @@
+package pglock_test
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/concurkit/concurkit/distlock"
+	"github.com/concurkit/concurkit/distlock/distlocktest"
+	"github.com/concurkit/concurkit/distlock/pglock"
+	"github.com/concurkit/concurkit/testkit"
+)
+
+// TestExtendHonoursCancellation: with the server unreachable mid-lease (a
+// proxy that stops forwarding, as a frozen server or a partition looks to
+// the client), Extend returns when its context ends — the old code waited
+// for the renewal query, bounded only by the TTL — and the lease keeps its
+// deadline (an unanswered renewal is not a loss). Release then returns by
+// its caller's deadline too, and after the thaw the lock is free again.
+func TestExtendHonoursCancellation(t *testing.T) {
+	u, err := url.Parse(pgURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := testkit.StartProxy(t, u.Host)
+	u.Host = proxy.Addr
+	l, err := pglock.New(testkit.PostgresPoolFor(t, u.String()), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = l.Close(ctx)
+	})
+	key := distlocktest.Key(t)
+	const ttl = 20 * time.Second
+	lz, err := l.Acquire(t.Context(), key, &distlock.Options{TTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dl, _ := lz.Deadline()
+
+	proxy.Freeze()
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	start := time.Now()
+	err = lz.Extend(ctx, 0)
+	took := time.Since(start)
+	cancel()
+	t.Logf("Extend against a frozen server returned after %v: %v", took.Round(time.Millisecond), err)
+	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, distlock.ErrLeaseLost) {
+		t.Fatalf("Extend = %v, want DeadlineExceeded (and not ErrLeaseLost)", err)
+	}
+	if took > ttl/2 {
+		t.Fatalf("Extend returned after %v, its context ended after 300ms", took)
+	}
+	if !lz.Valid() {
+		t.Fatal("an unanswered renewal ended the lease")
+	}
+	if got, _ := lz.Deadline(); !got.Equal(dl) {
+		t.Fatalf("deadline moved from %v to %v by a renewal that did not complete", dl, got)
+	}
+	rctx, rcancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	start = time.Now()
+	rerr := lz.Release(rctx)
+	took = time.Since(start)
+	rcancel()
+	if rerr == nil || took > ttl/2 {
+		t.Fatalf("Release against a frozen server = %v after %v, want an unconfirmed release by its deadline", rerr, took)
+	}
+	proxy.Thaw()
+	// The cleanup goes on in the background and unlocks once thawed.
+	other, err := pglock.New(pool(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cctx, ccancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer ccancel()
+	b, err := other.Acquire(cctx, key, nil)
+	if err != nil {
+		t.Fatalf("Acquire after the thaw: %v", err)
+	}
+	if err := b.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}

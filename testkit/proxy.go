@@ -1,0 +1,135 @@
+package testkit
+
+import (
+	"net"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Proxy is a TCP proxy on 127.0.0.1 in front of one server, for fault
+// tests that must not touch the shared servers: Freeze stops forwarding
+// bytes in both directions while every connection stays open (a frozen
+// server or a partition without a reset, as the client sees it), Thaw
+// resumes, and Cut closes every connection (a crash or a reset). Start one
+// with StartProxy; point the client under test at Addr.
+type Proxy struct {
+	// Addr is the proxy's listening address ("127.0.0.1:port").
+	Addr string
+
+	target string
+	ln     net.Listener
+
+	mu     sync.Mutex
+	frozen chan struct{} // closed on Thaw; nil while thawed
+	conns  map[net.Conn]struct{}
+	wg     sync.WaitGroup
+}
+
+// StartProxy starts a Proxy to target ("host:port") and stops it at the end
+// of the test (closing every connection).
+func StartProxy(t testing.TB, target string) *Proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("testkit: proxy listen: %v", err)
+	}
+	p := &Proxy{Addr: ln.Addr().String(), target: target, ln: ln, conns: map[net.Conn]struct{}{}}
+	p.wg.Go(p.accept)
+	t.Cleanup(func() {
+		_ = ln.Close()
+		p.Thaw()
+		p.Cut()
+		p.wg.Wait()
+	})
+	return p
+}
+
+func (p *Proxy) accept() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		s, err := net.DialTimeout("tcp", p.target, 5*time.Second)
+		if err != nil {
+			_ = c.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns[c], p.conns[s] = struct{}{}, struct{}{}
+		p.mu.Unlock()
+		p.wg.Go(func() { p.pipe(s, c) })
+		p.wg.Go(func() { p.pipe(c, s) })
+	}
+}
+
+// pipe copies src to dst, waiting while the proxy is frozen, and closes
+// both when either side ends.
+func (p *Proxy) pipe(dst, src net.Conn) {
+	defer func() {
+		_ = dst.Close()
+		_ = src.Close()
+		p.mu.Lock()
+		delete(p.conns, dst)
+		delete(p.conns, src)
+		p.mu.Unlock()
+	}()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			p.wait()
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil { // EOF or a closed connection: close the other side
+			return
+		}
+	}
+}
+
+// wait blocks while the proxy is frozen.
+func (p *Proxy) wait() {
+	p.mu.Lock()
+	ch := p.frozen
+	p.mu.Unlock()
+	if ch != nil {
+		<-ch
+	}
+}
+
+// Freeze stops forwarding: bytes read from either side are held until
+// Thaw (connections stay open; new ones are accepted and held too).
+func (p *Proxy) Freeze() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.frozen == nil {
+		p.frozen = make(chan struct{})
+	}
+}
+
+// Thaw resumes forwarding, in order, what Freeze held.
+func (p *Proxy) Thaw() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.frozen != nil {
+		close(p.frozen)
+		p.frozen = nil
+	}
+}
+
+// Cut closes every connection through the proxy (both sides); new
+// connections are still accepted.
+func (p *Proxy) Cut() {
+	p.mu.Lock()
+	conns := make([]net.Conn, 0, len(p.conns))
+	for c := range p.conns {
+		conns = append(conns, c)
+	}
+	p.mu.Unlock()
+	for _, c := range conns {
+		_ = c.Close()
+	}
+}
