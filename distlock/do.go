@@ -24,13 +24,16 @@ import (
 // the first thing Release does.
 //
 // Do returns the error of Acquire if it could not acquire (fn did not
-// run). Otherwise it returns fn's error, joined with the lease's loss
-// cause (matching ErrLeaseLost) if the lease was lost or expired before fn
-// returned — even if fn returned nil: its work may not have been
-// exclusive — and with the error of Release, if any (an unconfirmed
-// release matches concurkit.ErrOutcomeUnknown). Release gets ctx: it
-// cleans up even when ctx was cancelled, but returns by ctx's deadline
-// (see Lease.Release).
+// run). If fn returned an error, Do returns it, joined with the lease's
+// loss cause (matching ErrLeaseLost) if the lease was lost or expired
+// before fn returned, and with the error of Release, if any (an
+// unconfirmed release matches concurkit.ErrOutcomeUnknown). If fn
+// returned nil — its work is done — Do returns nil, or a *CompletedError
+// when the lease was lost while fn ran or the release could not be
+// confirmed: a job loop that retries on error must not run fn's work
+// again for that (see CompletedError). Release gets ctx: it cleans up even
+// when ctx was cancelled, but returns by ctx's deadline (see
+// Lease.Release).
 //
 // A nil locker or fn is bad input: an error matching
 // concurkit.ErrInvalidArgument, before any I/O.
@@ -43,6 +46,30 @@ func Do(ctx context.Context, locker Locker, key string, opts *Options, fn func(c
 	})
 	return err
 }
+
+// CompletedError is the error of Do and DoValue when fn returned nil —
+// its work is done: do not run it again as if it had failed — but what
+// followed was not clean. Err says what: the lease was lost or expired
+// while fn ran (matching ErrLeaseLost: fn's work may not have been
+// exclusive, and only fenced writes were safe from a successor), or the
+// release could not be confirmed (matching concurkit.ErrOutcomeUnknown:
+// the lock may stay held until its TTL), or both. errors.Is sees through
+// it to Err; tell it from a failure with errors.As:
+//
+//	var done *distlock.CompletedError
+//	if err != nil && !errors.As(err, &done) {
+//		// fn failed, or never ran: retry
+//	}
+type CompletedError struct {
+	Err error
+}
+
+func (e *CompletedError) Error() string {
+	return "distlock: fn completed, then: " + e.Err.Error()
+}
+
+// Unwrap returns Err.
+func (e *CompletedError) Unwrap() error { return e.Err }
 
 // DoValue is Do for a fn that returns a value. It returns fn's value
 // whenever fn ran, even together with an error (the loss of the lease, a
@@ -83,6 +110,9 @@ func DoValue[T any](ctx context.Context, locker Locker, key string, opts *Option
 		rerr := lease.Release(ctx)
 		if lost != nil && (errors.Is(ferr, lost) || errors.Is(rerr, lost)) {
 			lost = nil // reported already (fn returned context.Cause, or Release did)
+		}
+		if ferr == nil && (lost != nil || rerr != nil) {
+			return &CompletedError{Err: errors.Join(lost, rerr)}
 		}
 		return errors.Join(ferr, lost, rerr)
 	}

@@ -137,8 +137,45 @@ func TestDoLeaseLostDuringFn(t *testing.T) {
 		}
 		return nil
 	})
-	if !errors.Is(err, distlock.ErrLeaseLost) {
-		t.Fatalf("Do = %v, want ErrLeaseLost (fn returned nil after the lease expired)", err)
+	var done *distlock.CompletedError
+	if !errors.Is(err, distlock.ErrLeaseLost) || !errors.As(err, &done) {
+		t.Fatalf("Do = %v, want a *CompletedError matching ErrLeaseLost (fn returned nil after the lease expired)", err)
+	}
+	// fn failing after the loss is a failure, not a completion.
+	err = distlock.Do(t.Context(), a, key, &distlock.Options{TTL: ttl}, func(ctx context.Context, _ distlock.Lease) error {
+		<-ctx.Done()
+		return errors.New("charge failed")
+	})
+	if errors.As(err, &done) || !errors.Is(err, distlock.ErrLeaseLost) {
+		t.Fatalf("Do = %v, want fn's error with ErrLeaseLost, not a *CompletedError", err)
+	}
+}
+
+// TestDoCompletedThenUnconfirmedRelease: fn succeeded, then the release
+// could not be confirmed (the caller's context ended while a frozen
+// server held the cleanup): Do says fn completed (*CompletedError), and
+// the error matches concurkit.ErrOutcomeUnknown — a job loop that retries
+// only on failure does not pay the interest twice. (The old Do returned
+// the release error alone: nothing told the two apart.)
+func TestDoCompletedThenUnconfirmedRelease(t *testing.T) {
+	p := testkit.StartRedis(t, 1)[0]
+	l, err := redislock.New(testkit.RedisClient(t, p.Addr, ""), &redislock.Config{Source: &counter{}, FenceTTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	paid := 0
+	err = distlock.Do(ctx, l, "interest", nil, func(context.Context, distlock.Lease) error {
+		paid++
+		p.Freeze(t) // the server stops answering after the work committed
+		cancel()    // and the caller gives up waiting for the release
+		return nil
+	})
+	p.Thaw(t)
+	var done *distlock.CompletedError
+	if !errors.As(err, &done) || !errors.Is(err, concurkit.ErrOutcomeUnknown) || paid != 1 {
+		t.Fatalf("Do = %v (paid %d), want a *CompletedError matching concurkit.ErrOutcomeUnknown", err, paid)
 	}
 }
 

@@ -51,6 +51,9 @@
 // Do is the one call for "hold a lease while doing this": it acquires,
 // runs a function with a context that ends with the lease, and always
 // releases; the function writes with lease.Token() through package fenced.
+// When the function succeeded but the lease was lost meanwhile or the
+// release was unconfirmed, Do returns a *CompletedError, so that a job loop
+// that retries failures does not redo completed work.
 //
 // Release is bounded: its server-side cleanup ignores the cancellation of
 // the caller's context (a cancelled request still releases its lock) but
@@ -58,6 +61,18 @@
 // otherwise), and Release returns by the caller's deadline, reporting an
 // unconfirmed release (concurkit.ErrOutcomeUnknown) if the cleanup was not
 // done by then; the server frees the lock at its TTL at the latest.
+//
+// # Shutting down
+//
+// A Locker leaves bounded work running in the background: the cleanup of
+// a Release that returned at its caller's deadline, the undoing of an
+// acquisition whose caller gave up while its request was in flight (a
+// slow or frozen server may apply it afterwards), Redlock's requests to
+// slow masters, watchers. Every backend's Locker implements Closer: Close
+// releases the leases still held, ends waiting Acquire calls (ErrClosed),
+// and waits for all of that, so a process that exits right after leaves
+// no lock behind until its TTL. Release every lease, also one that was
+// lost: a lost lease stays registered with its Locker until released.
 //
 // # Observing
 //
@@ -69,5 +84,5 @@
 // hooks of its Acquire call for its background events. Without hooks
 // nothing is reported and nothing is allocated for it. The errors have
 // ErrorType names for observe.ErrorType: "not_acquired", "lease_lost",
-// "released", "invalid_key", "token_exhausted".
+// "released", "closed", "invalid_key", "token_exhausted".
 package distlock

@@ -217,3 +217,29 @@ func ExampleLocker_hooks() {
 	// waited: pglock true not_acquired
 	// true true
 }
+
+// A job loop that retries on failure must not redo work that completed:
+// Do returns a *CompletedError when fn returned nil but the lease was lost
+// meanwhile or the release was unconfirmed.
+func ExampleCompletedError() {
+	next := func(err error) string {
+		var done *distlock.CompletedError
+		switch {
+		case err == nil:
+			return "done"
+		case errors.As(err, &done):
+			return fmt.Sprintf("done (then: lease lost %v)", errors.Is(err, distlock.ErrLeaseLost))
+		default:
+			return "retry"
+		}
+	}
+	fmt.Println(next(nil))
+	fmt.Println(next(&distlock.CompletedError{Err: fmt.Errorf("%w: validity expired", distlock.ErrLeaseLost)}))
+	fmt.Println(next(errors.Join(errors.New("charge failed"), distlock.ErrLeaseLost)))
+	fmt.Println(next(errors.Join(distlock.ErrNotAcquired, context.DeadlineExceeded)))
+	// Output:
+	// done
+	// done (then: lease lost true)
+	// retry
+	// retry
+}

@@ -157,3 +157,48 @@ func ExampleLocker_TryAcquire() {
 	// true
 	// 1 2
 }
+
+// Close at shutdown: it releases the leases still held and waits for the
+// Locker's background cleanups (an acquisition abandoned while its request
+// was in flight is undone), so the process can exit without leaving locks
+// behind until their lease runs out.
+func ExampleLocker_Close() {
+	ctx := context.Background()
+	c, closeIdle := exampleClient()
+	defer closeIdle()
+	table := fmt.Sprintf("example%d_locks", rand.Uint32())
+	if err := dynamolock.CreateTable(ctx, c, table, ""); err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer c.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(table)})
+	locker, err := dynamolock.New(c, &dynamolock.Config{Table: table})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	if _, err := locker.Acquire(ctx, "report", nil); err != nil {
+		fmt.Println(err)
+		return
+	}
+	shutdown, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	fmt.Println("close:", locker.Close(shutdown))
+	_, err = locker.TryAcquire(ctx, "report", nil)
+	fmt.Println("after close:", errors.Is(err, distlock.ErrClosed))
+	other, err := dynamolock.New(c, &dynamolock.Config{Table: table})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer other.Close(ctx)
+	lease, err := other.TryAcquire(ctx, "report", nil)
+	fmt.Println("key free:", err == nil)
+	if err == nil {
+		_ = lease.Release(ctx)
+	}
+	// Output:
+	// close: <nil>
+	// after close: true
+	// key free: true
+}

@@ -152,3 +152,46 @@ func ExampleLocker_TryAcquire() {
 	// release: <nil>
 	// after release: <nil> true
 }
+
+// Close at shutdown: it releases the leases still held, waits for the
+// Locker's background cleanups and revokes its etcd leases, before the
+// client is closed.
+func ExampleLocker_Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	endpoints := strings.Split(getenv("CONCURKIT_ETCD_ENDPOINT", "http://127.0.0.1:12379"), ",")
+	client, err := clientv3.New(clientv3.Config{Endpoints: endpoints, Logger: zap.NewNop()})
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	defer client.Close()
+	locker, err := etcdlock.New(client, &etcdlock.Config{Prefix: "/concurkit/examples/"})
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	key := fmt.Sprintf("report-%d", rand.Int64())
+	if _, err := locker.Acquire(ctx, key, nil); err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	fmt.Println("close:", locker.Close(ctx))
+	_, err = locker.TryAcquire(ctx, key, nil)
+	fmt.Println("after close:", errors.Is(err, distlock.ErrClosed))
+	other, err := etcdlock.New(client, &etcdlock.Config{Prefix: "/concurkit/examples/"})
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	defer other.Close(ctx)
+	lease, err := other.TryAcquire(ctx, key, nil)
+	fmt.Println("key free:", err == nil)
+	if err == nil {
+		_ = lease.Release(ctx)
+	}
+	// Output:
+	// close: <nil>
+	// after close: true
+	// key free: true
+}

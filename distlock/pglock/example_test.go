@@ -172,3 +172,47 @@ func ExampleBackendPID() {
 	fmt.Println(ok, holds, err)
 	// Output: true true <nil>
 }
+
+// Close at shutdown: it releases the leases still held (a deploy does not
+// leave their keys locked until the TTL) and waits for the Locker's
+// background work; call it before closing the pool.
+func ExampleLocker_Close() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, exampleURL())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer pool.Close()
+	locker, err := pglock.New(pool, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	key := fmt.Sprintf("report-%d", rand.Uint32())
+	if _, err := locker.Acquire(ctx, key, nil); err != nil {
+		fmt.Println(err)
+		return
+	}
+	shutdown, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	fmt.Println("close:", locker.Close(shutdown))
+	_, err = locker.Acquire(ctx, key, nil)
+	fmt.Println("after close:", errors.Is(err, distlock.ErrClosed))
+
+	other, err := pglock.New(pool, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer other.Close(ctx)
+	lease, err := other.TryAcquire(ctx, key, nil)
+	fmt.Println("key free:", err == nil)
+	if err == nil {
+		_ = lease.Release(ctx)
+	}
+	// Output:
+	// close: <nil>
+	// after close: true
+	// key free: true
+}

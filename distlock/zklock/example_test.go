@@ -140,3 +140,39 @@ func ExampleLocker_TryAcquire() {
 	// release: <nil>
 	// after release: <nil> true
 }
+
+// Close at shutdown: it releases the leases still held and ends the
+// Locker's ZooKeeper sessions (the server deletes what is left of them).
+func ExampleLocker_Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	servers := strings.Split(getenv("CONCURKIT_ZK_ADDR", "127.0.0.1:12181"), ",")
+	locker, err := zklock.New(servers, &zklock.Config{Root: "/concurkit/examples"})
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	key := fmt.Sprintf("report-%d", rand.Int64())
+	if _, err := locker.Acquire(ctx, key, nil); err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	fmt.Println("close:", locker.Close(ctx))
+	_, err = locker.TryAcquire(ctx, key, nil)
+	fmt.Println("after close:", errors.Is(err, distlock.ErrClosed))
+	other, err := zklock.New(servers, &zklock.Config{Root: "/concurkit/examples"})
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	defer other.Close(ctx)
+	lease, err := other.TryAcquire(ctx, key, nil)
+	fmt.Println("key free:", err == nil)
+	if err == nil {
+		_ = lease.Release(ctx)
+	}
+	// Output:
+	// close: <nil>
+	// after close: true
+	// key free: true
+}
