@@ -209,7 +209,7 @@ func ExampleLocker_hooks() {
 			fmt.Println("waited:", e.Package, e.Wait > 0, observe.ErrorType(e.Err))
 		},
 	}
-	wctx, cancel := context.WithTimeout(observe.WithHooks(ctx, hooks), 100*time.Millisecond)
+	wctx, cancel := context.WithTimeout(observe.WithHooks(ctx, hooks), time.Second)
 	defer cancel()
 	_, err = locker.Acquire(wctx, key, nil)
 	fmt.Println(errors.Is(err, distlock.ErrNotAcquired), errors.Is(err, context.DeadlineExceeded))

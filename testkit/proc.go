@@ -99,6 +99,56 @@ func (p *Proc) Freeze(t testing.TB) {
 	t.Helper()
 	p.signalGroup(t, syscall.SIGSTOP)
 	t.Cleanup(func() { p.signalQuiet(syscall.SIGCONT) })
+	// kill(2) returns before the threads stop: on a loaded machine a
+	// thread that is running may still answer a request sent right after
+	// it. Freeze returns once every thread of the group is stopped.
+	p.mu.Lock()
+	pid := p.cmd.Process.Pid
+	p.mu.Unlock()
+	deadline := time.Now().Add(10 * time.Second)
+	for !groupStopped(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("testenv: %s not stopped 10 s after SIGSTOP", p.Name)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// groupStopped reports whether every thread of every process in process
+// group pgid is stopped (state T in /proc/<pid>/task/<tid>/stat).
+func groupStopped(pgid int) bool {
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return true // no procfs: nothing to wait on
+	}
+	for _, d := range procs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		if g, err := syscall.Getpgid(pid); err != nil || g != pgid {
+			continue
+		}
+		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		if err != nil {
+			continue // exited meanwhile
+		}
+		for _, task := range tasks {
+			stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+			if err != nil {
+				continue
+			}
+			// pid (comm) state ...: comm may hold spaces and parentheses.
+			i := strings.LastIndexByte(string(stat), ')')
+			if i < 0 || i+2 >= len(stat) {
+				continue
+			}
+			if st := stat[i+2]; st != 'T' && st != 't' && st != 'Z' && st != 'X' {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // Thaw sends SIGCONT to the process group, undoing Freeze.

@@ -18,6 +18,7 @@ import (
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/distlocktest"
 	"github.com/concurkit/concurkit/distlock/pglock"
+	"github.com/concurkit/concurkit/observe"
 	"github.com/concurkit/concurkit/testkit"
 	"strings"
 )
@@ -137,15 +138,36 @@ func TestIdleSessionTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	// b auto-extends: the test counts its successful extensions (through
+	// the hooks) rather than sleeping, so that a loaded machine makes it
+	// slower, not red.
+	extended := make(chan struct{}, 64)
+	hooks := &observe.Hooks{LeaseExtend: func(_ context.Context, e observe.LeaseEvent) {
+		if e.Err == nil {
+			select {
+			case extended <- struct{}{}:
+			default:
+			}
+		}
+	}}
+	ctx, cancel := context.WithTimeout(observe.WithHooks(t.Context(), hooks), 30*time.Second)
 	defer cancel()
-	b, err := lb.Acquire(ctx, key, &distlock.Options{TTL: 300 * time.Millisecond, AutoExtend: true})
+	const ttl = time.Second
+	b, err := lb.Acquire(ctx, key, &distlock.Options{TTL: ttl, AutoExtend: true})
 	if err != nil {
 		t.Fatalf("Acquire after the idle holder's TTL: %v", err)
 	}
 	t.Cleanup(func() { _ = b.Release(context.Background()) }) // before the pool closes
 	<-a.Context().Done()
-	time.Sleep(time.Second) // > 3 TTLs of b
+	for i := range 4 { // 4 renewals: > 1 TTL past the acquisition
+		select {
+		case <-extended:
+		case <-b.Context().Done():
+			t.Fatalf("auto-extended lease lost after %d renewals: %v", i, context.Cause(b.Context()))
+		case <-time.After(time.Minute):
+			t.Fatalf("only %d renewals in a minute", i)
+		}
+	}
 	if err := b.Context().Err(); err != nil {
 		t.Fatalf("auto-extended lease lost: %v", context.Cause(b.Context()))
 	}

@@ -142,9 +142,12 @@ func (g *Group) remove(l *Lease) {
 	g.mu.Unlock()
 }
 
+// closeConcurrency bounds the releases Close runs at once.
+const closeConcurrency = 16
+
 // Close marks the Group closed (Closed is true, Done is closed, and New
 // refuses leases for it), releases every lease still registered (as
-// Lease.Release does, concurrently, each bounded by its cleanup timeout)
+// Lease.Release does, 16 at a time, each bounded by its cleanup timeout)
 // and waits until every goroutine of the Group returned or ctx ends. It
 // returns nil when every release was confirmed and nothing is left
 // running; the errors of releases that could not be confirmed (matching
@@ -169,8 +172,13 @@ func (g *Group) Close(ctx context.Context, pkg string) error {
 	var mu sync.Mutex
 	var errs []error
 	var wg sync.WaitGroup
+	// A bounded number at a time: thousands of concurrent cleanups would
+	// swamp the client's connections and time out against a busy server.
+	sem := make(chan struct{}, closeConcurrency)
 	for _, l := range leases {
+		sem <- struct{}{}
 		wg.Go(func() {
+			defer func() { <-sem }()
 			// The cleanup runs in g (Release starts it with Go): waiting
 			// for it below covers the case where ctx ends first.
 			if err := l.Release(ctx); err != nil && !errors.Is(err, distlock.ErrLeaseLost) && ctx.Err() == nil {
