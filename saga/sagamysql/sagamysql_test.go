@@ -142,6 +142,41 @@ func TestSuiteDSNOptions(t *testing.T) {
 	})
 }
 
+// TestSuiteSimultaneousAssignment runs the suite on sessions with
+// MariaDB's sql_mode SIMULTANEOUS_ASSIGNMENT, in which every assignment of
+// an UPDATE (and of ON DUPLICATE KEY UPDATE) reads the row's old values
+// instead of those assigned to its left: the claim must not depend on the
+// evaluation order (ClaimIsExclusive, ConcurrentResume).
+func TestSuiteSimultaneousAssignment(t *testing.T) {
+	sagatest.Run(t, func(t *testing.T) *sagatest.Harness {
+		dsn := simultaneousDSN(t, testkit.MySQLDSN(t))
+		var mode string
+		if err := testkit.MySQLFor(t, dsn).QueryRowContext(t.Context(), "SELECT @@SESSION.sql_mode").Scan(&mode); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(mode, "SIMULTANEOUS_ASSIGNMENT") {
+			t.Fatalf("session sql_mode %q", mode)
+		}
+		return harnessFor(t, dsn)
+	})
+}
+
+// simultaneousDSN returns dsn with SIMULTANEOUS_ASSIGNMENT added to the
+// server's sql_mode on every connection (the driver sends DSN parameters
+// it does not know as SET statements).
+func simultaneousDSN(t *testing.T, dsn string) string {
+	t.Helper()
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	cfg.Params["sql_mode"] = "CONCAT(@@sql_mode, ',SIMULTANEOUS_ASSIGNMENT')"
+	return cfg.FormatDSN()
+}
+
 func TestBadInput(t *testing.T) {
 	var nilDB *sql.DB
 	for name, db := range map[string]sagamysql.DBTX{"nil": nil, "typed nil": nilDB} {
