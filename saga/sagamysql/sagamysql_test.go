@@ -93,6 +93,24 @@ func harnessFor(t *testing.T, dsn string) *sagatest.Harness {
 			slices.Sort(keys)
 			return keys, rows.Err()
 		},
+		LockRow: func(t *testing.T, key string) (time.Time, func()) {
+			tx, err := db.BeginTx(t.Context(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			unlock := func() { _ = tx.Rollback() }
+			var lease string
+			if err := tx.QueryRowContext(t.Context(), "SELECT CAST(lease_until AS CHAR) FROM concurkit_sagas WHERE saga_key = ? FOR UPDATE", key).Scan(&lease); err != nil {
+				unlock()
+				t.Fatal(err)
+			}
+			at, err := time.ParseInLocation("2006-01-02 15:04:05.999999", lease, time.UTC)
+			if err != nil {
+				unlock()
+				t.Fatal(err)
+			}
+			return at, unlock
+		},
 		Load:       main.Load,
 		Unfinished: main.Unfinished,
 	}

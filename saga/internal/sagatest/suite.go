@@ -38,6 +38,11 @@ type Harness struct {
 	Load func(ctx context.Context, key string) (*saga.Record, error)
 	// Unfinished lists the instances a recovery job would resume at now.
 	Unfinished func(ctx context.Context, now time.Time, limit int) ([]*saga.Record, error)
+	// LockRow locks the row of instance key from another transaction
+	// (SELECT … FOR UPDATE), so that the stores' writes of it wait, and
+	// returns its lease end read under the lock, and the function that
+	// releases the lock (idempotent; also called at cleanup).
+	LockRow func(t *testing.T, key string) (leaseUntil time.Time, unlock func())
 }
 
 // EffectsDDL creates the suite's effects table, per dialect.
@@ -67,6 +72,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) *Harness) {
 		{"DefinitionAndInputMismatch", DefinitionAndInputMismatch},
 		{"BadInputWritesNothing", BadInputWritesNothing},
 		{"AwkwardValues", AwkwardValues},
+		{"StepEndsWithLeaseWhileExtendBlocked", StepEndsWithLeaseWhileExtendBlocked},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newHarness(t)) })
@@ -825,6 +831,86 @@ func LeaseTakeoverFencesOldRunner(t *testing.T, h *Harness) {
 		t.Errorf("calls %v", f.calls)
 	}
 	f.effects("o9:s1", "o9:s2", "o9:s3", "o9:s4")
+}
+
+// StepEndsWithLeaseWhileExtendBlocked: while a step runs, another
+// transaction locks the instance's row, so the heartbeat's extensions wait
+// behind the lock (and time out) and the lease cannot be renewed. The
+// step's context must end, with ErrLeaseLost as its cause, no later than
+// the lease stored under the lock, whatever the extension in flight does;
+// the next runner then resumes the step and completes. Real clock, a 3 s
+// lease.
+func StepEndsWithLeaseWhileExtendBlocked(t *testing.T, h *Harness) {
+	const ttl = 3 * time.Second
+	type ending struct {
+		at    time.Time
+		cause error
+	}
+	inStep, ended := make(chan struct{}), make(chan ending, 1)
+	var calls atomic.Int32
+	d, err := saga.New("blocked", 1, &saga.Config{LeaseTTL: ttl, Retry: retry.Policy{MaxAttempts: 1}},
+		saga.NewStep("wait", func(ctx context.Context, _ *saga.Call[Order]) (int, error) {
+			if calls.Add(1) > 1 {
+				return 1, nil
+			}
+			close(inStep)
+			select {
+			case <-ctx.Done():
+				ended <- ending{time.Now(), context.Cause(ctx)}
+			case <-time.After(30 * time.Second):
+				ended <- ending{time.Now(), errors.New("the step's context did not end within 30 s")}
+			}
+			return 0, ctx.Err()
+		}, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	runErr := make(chan error, 1)
+	go func() { _, err := d.Run(ctx, h.Store(t), "blocked", Order{ID: "blocked"}); runErr <- err }()
+	select {
+	case <-inStep:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the runner did not reach its step within 20 s")
+	}
+	lease, unlock := h.LockRow(t, "blocked")
+	t.Cleanup(unlock)
+	e := <-ended
+	if !errors.Is(e.cause, saga.ErrLeaseLost) {
+		t.Fatalf("the step's context ended with cause %v, want ErrLeaseLost", e.cause)
+	}
+	if e.at.After(lease) {
+		t.Errorf("the step's context ended at %s, %v after its lease ended at %s (extensions blocked): another runner could claim while it ran",
+			e.at.Format(time.RFC3339Nano), e.at.Sub(lease), lease.Format(time.RFC3339Nano))
+	}
+	select {
+	case err := <-runErr:
+		if !errors.Is(err, saga.ErrLeaseLost) {
+			t.Fatalf("Run: %v, want ErrLeaseLost", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not return within 20 s of its step")
+	}
+	unlock()
+	// The next runner resumes the step once the lease has passed.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := d.Run(ctx, h.Store(t), "blocked", Order{ID: "blocked"})
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, saga.ErrInProgress) || time.Now().After(deadline) {
+			t.Fatalf("resuming Run: %v", err)
+		}
+		rec, err := h.Load(ctx, "blocked")
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Until(rec.LeaseUntil) + time.Millisecond) // wall-clock lease expiry
+	}
+	if n := calls.Load(); n != 2 {
+		t.Errorf("step called %d times, want 2", n)
+	}
 }
 
 // RetryableErrorRetriesStep: a retryable error retries the action within
