@@ -39,6 +39,7 @@ FUZZ         ?= internal/ident:FuzzPostgres internal/ident:FuzzMySQL \
                 pessimistic/pessimisticpg:FuzzLockClause pessimistic/pessimisticpg:FuzzClaimSQL \
                 pessimistic/pessimisticmysql:FuzzLockClause pessimistic/pessimisticmysql:FuzzClaimSQL \
                 fenced/fencedpg:FuzzGuardSQL fenced/fencedmysql:FuzzGuardSQL \
+                outbox:FuzzValidate \
                 deadlock:FuzzLockManager deadlock:FuzzSimulate \
                 ratelimit/internal/spec:FuzzModel idempotency:FuzzParseKey
 

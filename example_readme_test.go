@@ -4,12 +4,21 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/url"
 	"os"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/concurkit/concurkit/distlock"
+	"github.com/concurkit/concurkit/distlock/pglock"
+	"github.com/concurkit/concurkit/distlock/redislock"
+	"github.com/concurkit/concurkit/fenced"
+	"github.com/concurkit/concurkit/fenced/fencedpg"
+	"github.com/concurkit/concurkit/migrations"
+	_ "github.com/concurkit/concurkit/migrations/migrationspg" // migrations.Up's driver
 	"github.com/concurkit/concurkit/optimistic"
 	"github.com/concurkit/concurkit/optimistic/optimisticpg"
 	"github.com/concurkit/concurkit/pessimistic"
@@ -24,33 +33,44 @@ import (
 // README's code compiles and runs against the test servers.
 
 // examplePool returns a pool whose connections use a fresh schema with an
-// accounts table (ids 1 and 2, balance 100, version 1) and an inventory
-// table (id 7, stock 1); done drops the schema.
+// accounts table (ids 1 and 2, balance 100, version 1, fenced by
+// max_seen_token) and an inventory table (id 7, stock 1); done drops the
+// schema.
 func examplePool(ctx context.Context) (pool *pgxpool.Pool, done func(), err error) {
-	url := os.Getenv("CONCURKIT_POSTGRES_URL")
-	if url == "" {
-		url = "postgres://postgres@127.0.0.1:15432/postgres?sslmode=disable"
+	pool, _, done, err = exampleSchema(ctx)
+	return pool, done, err
+}
+
+// exampleSchema is examplePool, and also returns a URL of the schema (its
+// search_path set), for migrations.Up.
+func exampleSchema(ctx context.Context) (pool *pgxpool.Pool, schemaURL string, done func(), err error) {
+	base := os.Getenv("CONCURKIT_POSTGRES_URL")
+	if base == "" {
+		base = "postgres://postgres@127.0.0.1:15432/postgres?sslmode=disable"
 	}
-	cfg, err := pgxpool.ParseConfig(url)
+	u, err := url.Parse(base)
 	if err != nil {
-		return nil, nil, err
+		return nil, "", nil, err
 	}
 	schema := fmt.Sprintf("readme_%d", rand.Uint32())
-	cfg.ConnConfig.RuntimeParams["search_path"] = schema
-	if pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
-		return nil, nil, err
+	q := u.Query()
+	q.Set("options", "-csearch_path="+schema)
+	u.RawQuery = q.Encode()
+	if pool, err = pgxpool.New(ctx, u.String()); err != nil {
+		return nil, "", nil, err
 	}
 	_, err = pool.Exec(ctx, `CREATE SCHEMA `+schema+`;
-		CREATE TABLE `+schema+`.accounts (id bigint PRIMARY KEY, balance bigint NOT NULL, version bigint NOT NULL DEFAULT 1);
+		CREATE TABLE `+schema+`.accounts (id bigint PRIMARY KEY, balance bigint NOT NULL, version bigint NOT NULL DEFAULT 1,
+			max_seen_token bigint NOT NULL DEFAULT 0);
 		INSERT INTO `+schema+`.accounts (id, balance) VALUES (1, 100), (2, 100);
 		CREATE TABLE `+schema+`.inventory (id bigint PRIMARY KEY, stock bigint NOT NULL);
 		INSERT INTO `+schema+`.inventory VALUES (7, 1);
 		CREATE TABLE `+schema+`.payments (id text PRIMARY KEY, amount bigint NOT NULL)`)
 	if err != nil {
 		pool.Close()
-		return nil, nil, err
+		return nil, "", nil, err
 	}
-	return pool, func() {
+	return pool, u.String(), func() {
 		_, _ = pool.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
 		pool.Close()
 	}, nil
@@ -153,4 +173,82 @@ func Example_upsert() {
 	// Output:
 	// true <nil>
 	// false <nil>
+}
+
+// A fenced job that computes the new value from the row: the read is in
+// the write's transaction, with FOR UPDATE. Read on the pool instead and a
+// transfer committed between the read and the write is overwritten: money
+// created or destroyed (TestFencedReadModifyWrite shows it).
+func Example_fencedJob() {
+	ctx := context.Background()
+	pool, done, err := examplePool(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer done()
+	locker, err := pglock.New(pool, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	id := int64(1)
+
+	accounts := fenced.Table{Name: "accounts", VersionColumn: "version"}
+	err = distlock.Do(ctx, locker, "interest-run", &distlock.Options{TTL: 10 * time.Second, AutoExtend: true},
+		func(ctx context.Context, lease distlock.Lease) error {
+			return pessimisticpg.InTx(ctx, pool, nil, func(ctx context.Context, tx pgx.Tx) error {
+				var balance int64 // read in the write's transaction, the row locked until COMMIT
+				if err := tx.QueryRow(ctx, "SELECT balance FROM accounts WHERE id = $1 FOR UPDATE", id).Scan(&balance); err != nil {
+					return err
+				}
+				return fencedpg.Update(ctx, tx, accounts, id, lease.Token(), map[string]any{"balance": balance + balance/100})
+			})
+		})
+	fmt.Println(err)
+	var balance, version int64
+	_ = pool.QueryRow(ctx, "SELECT balance, version FROM accounts WHERE id = 1").Scan(&balance, &version)
+	fmt.Println("balance", balance, "version", version)
+	// Output:
+	// <nil>
+	// balance 101 version 2
+}
+
+// Redis and Redlock cannot mint fencing tokens: a fenced.Source does,
+// before each acquisition. migrations.Up creates its default sequence.
+func Example_redisTokens() {
+	ctx := context.Background()
+	pool, schemaURL, done, err := exampleSchema(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer done()
+	if err := migrations.Up(ctx, migrations.Postgres, schemaURL); err != nil {
+		fmt.Println(err)
+		return
+	}
+	addr := os.Getenv("CONCURKIT_REDIS_ADDR")
+	if addr == "" {
+		addr = "127.0.0.1:16379"
+	}
+	rdb := goredis.NewClient(&goredis.Options{Addr: addr})
+	defer rdb.Close()
+
+	tokens, _ := fencedpg.NewSequence(pool) // concurkit_fence_token_seq, created by migrations.Up; no I/O
+	locker, err := redislock.New(rdb, &redislock.Config{Source: tokens})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	lease, err := locker.Acquire(ctx, fmt.Sprintf("readme:%d", rand.Uint32()), &distlock.Options{TTL: 5 * time.Second})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("token", lease.Token())
+	fmt.Println(lease.Release(ctx))
+	// Output:
+	// token 1
+	// <nil>
 }

@@ -4,8 +4,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/concurkit/concurkit/migrations"
 )
 
 // TestReadmeCode: every Go block of the README is an excerpt of a test file
@@ -47,6 +50,103 @@ func TestReadmeCode(t *testing.T) {
 		if !found {
 			t.Errorf("README block is not an excerpt of any test file (copy it from an Example):\n%s", b)
 		}
+	}
+}
+
+// readmeUserTables are the reader's own tables that the README's snippets
+// assume (the examples create them): every other object a snippet names
+// must be one that migrations.Up creates.
+var readmeUserTables = []string{"accounts", "inventory", "payments", "totals"}
+
+// Patterns that name a database object in a README Go block.
+var (
+	// A sequence or table name given as a string literal to a
+	// constructor: NewSequence(pool, "x"), CreateSequence(ctx, db, "x"),
+	// LockRows(ctx, tx, "x", …), ClaimJobs(ctx, tx, "x", …).
+	readmeObjectArgs = regexp.MustCompile(`(?:NewSequence|CreateSequence|LockRows|ClaimJobs)\(([^)]*)\)`)
+	readmeLiteral    = regexp.MustCompile(`"((?:[^"\\]|\\.)*)"`)
+	// A table in a Table or Fence literal: Table{Name: "x"}.
+	readmeNameField = regexp.MustCompile(`Name:\s*"([^"]+)"`)
+	// A table in SQL text: FROM x, INTO x, UPDATE x, JOIN x.
+	readmeSQLTable = regexp.MustCompile(`(?i)\b(?:FROM|INTO|UPDATE|JOIN)\s+([A-Za-z_][A-Za-z0-9_.]*)`)
+)
+
+// TestReadmeObjectsExist: every database object a README snippet names —
+// a sequence or table given to a constructor, a Table's Name, a table in
+// SQL text — is one that migrations.Up creates (migrations.Objects) or one
+// of readmeUserTables. A snippet copied from an Example that created its
+// own object fails after migrations.Up (the README once showed
+// fencedpg.NewSequence(pool, "example_redis_tokens"): relation does not
+// exist).
+func TestReadmeObjectsExist(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := map[string]bool{}
+	for _, n := range readmeUserTables {
+		known[n] = true
+	}
+	for _, d := range []migrations.Dialect{migrations.Postgres, migrations.MySQL} {
+		objs, err := migrations.Objects(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range objs {
+			known[o.Name] = true
+		}
+	}
+	named := 0
+	for _, b := range goBlocks(string(readme)) {
+		var names []string
+		for _, call := range readmeObjectArgs.FindAllStringSubmatch(b, -1) {
+			// The first string literal of the call is the object (a lock
+			// column or key comes after it).
+			if lit := readmeLiteral.FindStringSubmatch(call[1]); lit != nil {
+				names = append(names, lit[1])
+			}
+		}
+		for _, m := range readmeNameField.FindAllStringSubmatch(b, -1) {
+			names = append(names, m[1])
+		}
+		for _, lit := range readmeLiteral.FindAllStringSubmatch(b, -1) {
+			for _, m := range readmeSQLTable.FindAllStringSubmatch(lit[1], -1) {
+				names = append(names, m[1][strings.LastIndex(m[1], ".")+1:])
+			}
+		}
+		for _, n := range names {
+			named++
+			if !known[n] {
+				t.Errorf("README names %q, which neither migrations.Up creates nor readmeUserTables lists:\n%s", n, b)
+			}
+		}
+	}
+	if named < 5 {
+		t.Errorf("found %d object names in the README's Go blocks: the patterns no longer match", named)
+	}
+}
+
+// TestReadmeFencedReads: a README snippet that writes with a fenced
+// Update and computes the value from the row reads it in the write's
+// transaction with FOR UPDATE (see TestFencedReadModifyWrite): the
+// snippet people extend must not be one that loses updates when extended.
+func TestReadmeFencedReads(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, b := range goBlocks(string(readme)) {
+		if !strings.Contains(b, "fencedpg.Update(") && !strings.Contains(b, "fencedmysql.Update(") {
+			continue
+		}
+		found = true
+		if !strings.Contains(b, "FOR UPDATE") || !strings.Contains(b, "Update(ctx, tx,") {
+			t.Errorf("README's fenced write does not read the row FOR UPDATE in its own transaction:\n%s", b)
+		}
+	}
+	if !found {
+		t.Error("README has no fenced Update snippet")
 	}
 }
 

@@ -83,8 +83,9 @@
 // Result counts commits, aborts by Cause, deadlocks found, mean and p99
 // lock wait and throughput in committed transactions per logical second,
 // and, with Options.History, keeps the committed history.
-// CheckSerializable verifies that a history's precedence graph is acyclic
-// (conflict-serializable). Result.Graphs
+// Result.CheckSerializable verifies that the history's precedence graph is
+// acyclic (conflict-serializable); a run without Options.History has none,
+// and checking it is an error (ErrNoHistory), not a pass. Result.Graphs
 // holds the wait-for graph at the first deadlocks (WaitForGraph.WriteDOT
 // draws it for Graphviz with the cycle in red) and Result.Trace the
 // schedule (Result.WriteTrace).

@@ -39,4 +39,9 @@ var (
 	// ErrNotSerializable is matched (errors.Is) by the *NotSerializableError
 	// that CheckSerializable returns.
 	ErrNotSerializable = errors.New("deadlock: history is not conflict-serializable")
+	// ErrNoHistory is returned by CheckSerializable for a nil history and
+	// by Result.CheckSerializable for a run simulated without
+	// Options.History: there is nothing to check, which must not pass as
+	// serializable. It matches concurkit.ErrInvalidArgument.
+	ErrNoHistory = concurkit.InvalidArgumentError("deadlock: no history recorded")
 )

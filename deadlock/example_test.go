@@ -159,7 +159,7 @@ func ExampleSimulate_compare() {
 			return
 		}
 		fmt.Printf("%-15s committed %d aborted %4d deadlocks %3d serializable %v\n",
-			p, res.Committed, res.Aborts.Total(), res.Deadlocks, deadlock.CheckSerializable(res.History) == nil)
+			p, res.Committed, res.Aborts.Total(), res.Deadlocks, res.CheckSerializable() == nil)
 	}
 	// Output:
 	// detect          committed 500 aborted  831 deadlocks 831 serializable true
@@ -208,6 +208,27 @@ func ExampleCheckSerializable() {
 	// Output:
 	// deadlock: history is not conflict-serializable: precedence cycle [T1 T2]
 	// true
+	// <nil>
+}
+
+// Check a run: its committed history must be recorded (Options.History),
+// or there is nothing to check — an error, not a pass.
+func ExampleResult_CheckSerializable() {
+	txns, _ := deadlock.Workload{Seed: 1, Transactions: 100, Resources: 10, ReadRatio: 0.5}.Generate()
+	res, err := deadlock.Simulate(context.Background(), txns, &deadlock.Options{Concurrency: 8})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(res.CheckSerializable())
+	res, err = deadlock.Simulate(context.Background(), txns, &deadlock.Options{Concurrency: 8, History: true})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(res.CheckSerializable())
+	// Output:
+	// deadlock: no history recorded: the run committed 100 transactions without recording them (set Options.History)
 	// <nil>
 }
 

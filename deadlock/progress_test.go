@@ -62,7 +62,7 @@ func TestSimulateLockTimeoutCycleEnds(t *testing.T) {
 			if res.Committed != len(txns) {
 				t.Fatalf("%s/%s seed %d: committed %d", c.p, c.v, seed, res.Committed)
 			}
-			if err := deadlock.CheckSerializable(res.History); err != nil {
+			if err := res.CheckSerializable(); err != nil {
 				t.Fatalf("%s/%s seed %d: %v", c.p, c.v, seed, err)
 			}
 			most = max(most, res.Events)
@@ -148,7 +148,7 @@ func TestSimulateLimits(t *testing.T) {
 	if res.Events != o.MaxEvents || res.Committed >= len(txns) || res.LockRequests == 0 || res.Aborts.Total() == 0 {
 		t.Fatalf("MaxEvents: %d events, %d committed, %d requests, %d aborts", res.Events, res.Committed, res.LockRequests, res.Aborts.Total())
 	}
-	if err := deadlock.CheckSerializable(res.History); err != nil {
+	if err := res.CheckSerializable(); err != nil {
 		t.Fatal(err)
 	}
 	t.Log(err)
@@ -235,7 +235,7 @@ func FuzzSimulate(f *testing.F) {
 		if res.Committed != len(txns) {
 			t.Fatalf("committed %d of %d", res.Committed, len(txns))
 		}
-		if err := deadlock.CheckSerializable(res.History); err != nil {
+		if err := res.CheckSerializable(); err != nil {
 			t.Fatal(err)
 		}
 	})

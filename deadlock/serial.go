@@ -3,6 +3,8 @@ package deadlock
 import (
 	"fmt"
 	"slices"
+
+	"github.com/concurkit/concurkit"
 )
 
 // NotSerializableError reports a cycle in a history's precedence graph. It
@@ -27,7 +29,16 @@ func (e *NotSerializableError) Is(target error) bool { return target == ErrNotSe
 // conflicting one of Tj on the same resource, at least one of them a
 // write — has no cycle. It returns nil or a *NotSerializableError naming a
 // cycle. Think steps are ignored. It runs in time linear in the history.
+//
+// A nil history is not a history: it is what Result.History holds when
+// the run did not record one (Options.History unset), and checking it
+// would pass whatever the run did, so CheckSerializable returns
+// ErrNoHistory. An empty non-nil history (a recorded run that committed
+// nothing) is serializable. To check a run, prefer Result.CheckSerializable.
 func CheckSerializable(history []HistoryOp) error {
+	if history == nil {
+		return fmt.Errorf("%w: nil history", ErrNoHistory)
+	}
 	type resState struct {
 		writer  TxnID
 		readers []TxnID
@@ -113,4 +124,19 @@ func CheckSerializable(history []HistoryOp) error {
 		}
 	}
 	return nil
+}
+
+// CheckSerializable checks that the run's committed history is
+// conflict-serializable (see the function CheckSerializable). A run
+// simulated without Options.History has no history to check: that is
+// ErrNoHistory, never a pass. A nil Result matches
+// concurkit.ErrInvalidArgument.
+func (r *Result) CheckSerializable() error {
+	if r == nil {
+		return fmt.Errorf("%w: deadlock: nil Result", concurkit.ErrInvalidArgument)
+	}
+	if r.History == nil {
+		return fmt.Errorf("%w: the run committed %d transactions without recording them (set Options.History)", ErrNoHistory, r.Committed)
+	}
+	return CheckSerializable(r.History)
 }

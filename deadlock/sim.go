@@ -51,7 +51,8 @@ type Options struct {
 	// Seed drives the restart jitter.
 	Seed uint64
 	// History keeps the reads and writes of the committed attempts in
-	// Result.History, for CheckSerializable. It costs memory in proportion
+	// Result.History, for Result.CheckSerializable (which refuses a run
+	// without it: ErrNoHistory). It costs memory in proportion
 	// to the committed steps, the size of the workload itself; the steps of
 	// an attempt are dropped when it aborts. Without History (the default)
 	// a run holds memory in proportion to its live transactions, however
@@ -116,9 +117,9 @@ type Result struct {
 	// Throughput is committed transactions per logical second.
 	Throughput float64
 	// History lists the reads and writes of the committed attempts in
-	// execution order, when Options.History is set (nil otherwise): a
-	// conflict-serializable history if 2PL is correct (see
-	// CheckSerializable).
+	// execution order, when Options.History is set (nil otherwise, and
+	// non-nil, possibly empty, with it): a conflict-serializable history
+	// if 2PL is correct (see Result.CheckSerializable).
 	History []HistoryOp
 	// Trace is the schedule, when Options.Trace is set.
 	Trace []TraceEvent

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/concurkit/concurkit"
 	"github.com/concurkit/concurkit/deadlock"
 )
 
@@ -112,6 +113,41 @@ func TestPreventionTextbookCases(t *testing.T) {
 	}
 }
 
+// TestCheckSerializableNeedsHistory: a run simulated without
+// Options.History has no history (nil); checking it is ErrNoHistory, not a
+// pass — the committed transactions were never looked at. With History, a
+// run that committed nothing has an empty history, which passes.
+func TestCheckSerializableNeedsHistory(t *testing.T) {
+	txns, err := deadlock.Workload{Seed: 3, Transactions: 50, Resources: 5, ReadRatio: 0.5}.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := deadlock.Simulate(t.Context(), txns, &deadlock.Options{Concurrency: 8})
+	if err != nil || res.Committed != len(txns) {
+		t.Fatalf("Simulate: %d committed, %v", res.Committed, err)
+	}
+	for name, err := range map[string]error{
+		"CheckSerializable(res.History)": deadlock.CheckSerializable(res.History),
+		"res.CheckSerializable()":        res.CheckSerializable(),
+		"CheckSerializable(nil)":         deadlock.CheckSerializable(nil),
+	} {
+		if !errors.Is(err, deadlock.ErrNoHistory) || !errors.Is(err, concurkit.ErrInvalidArgument) {
+			t.Errorf("%s without Options.History, %d transactions committed: %v, want ErrNoHistory", name, res.Committed, err)
+		}
+	}
+	if err := (*deadlock.Result)(nil).CheckSerializable(); !errors.Is(err, concurkit.ErrInvalidArgument) {
+		t.Errorf("nil Result: %v", err)
+	}
+	res, err = deadlock.Simulate(t.Context(), txns, &deadlock.Options{Concurrency: 8, History: true})
+	if err != nil || res.CheckSerializable() != nil || len(res.History) == 0 {
+		t.Fatalf("with History: %v, %v (%d ops)", err, res.CheckSerializable(), len(res.History))
+	}
+	empty, err := deadlock.Simulate(t.Context(), nil, &deadlock.Options{History: true})
+	if err != nil || empty.History == nil || empty.CheckSerializable() != nil {
+		t.Errorf("no transactions, with History: history %v, %v, %v", empty.History, err, empty.CheckSerializable())
+	}
+}
+
 func TestCheckSerializable(t *testing.T) {
 	op := func(txn deadlock.TxnID, k deadlock.OpKind, r deadlock.Resource) deadlock.HistoryOp {
 		return deadlock.HistoryOp{Txn: txn, Kind: k, Resource: r}
@@ -122,7 +158,7 @@ func TestCheckSerializable(t *testing.T) {
 		h    []deadlock.HistoryOp
 		want []deadlock.TxnID
 	}{
-		{"empty", nil, nil},
+		{"empty", []deadlock.HistoryOp{}, nil},
 		{"serial", []deadlock.HistoryOp{op(1, R, 1), op(1, W, 2), op(2, W, 1), op(2, R, 2)}, nil},
 		{"shared reads", []deadlock.HistoryOp{op(1, R, 1), op(2, R, 1), op(2, R, 2), op(1, R, 2)}, nil},
 		{"lost update", []deadlock.HistoryOp{op(1, R, 1), op(2, R, 1), op(1, W, 1), op(2, W, 1)}, []deadlock.TxnID{1, 2}},
@@ -244,7 +280,7 @@ func TestProperties(t *testing.T) {
 				if res.Committed != len(txns) {
 					t.Fatalf("%s: committed %d of %d", name, res.Committed, len(txns))
 				}
-				if err := deadlock.CheckSerializable(res.History); err != nil {
+				if err := res.CheckSerializable(); err != nil {
 					t.Fatalf("%s: %v", name, err)
 				}
 				if p == deadlock.NoWait && res.Waits != 0 {

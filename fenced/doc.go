@@ -48,10 +48,16 @@
 // new values from the row (a read-modify-write, such as moving money)
 // therefore reads it with SELECT … FOR UPDATE in the transaction of its
 // fenced write: concurrent CAS writers queue behind the row lock, then see
-// the new version and retry. Lock rows in a fixed order (by key) so jobs
-// and transfers do not deadlock. The adapters' TestFencedJobWithCASTransfers
-// run exactly this against concurrent two-row transfers and keep the total
-// exact; without VersionColumn the same test creates and destroys money.
+// the new version and retry. Read it anywhere else — on the pool, or in a
+// READ COMMITTED transaction without FOR UPDATE — and a transfer that
+// commits between the read and the fenced write is overwritten by it: the
+// token is valid, the write is accepted, and the transfer's change is
+// lost (a load test that credited interest this way created money: +1,957
+// over 82 runs; the module's TestFencedReadModifyWrite forces the
+// interleaving). Lock rows in a fixed order (by key) so jobs and transfers
+// do not deadlock. The adapters' TestFencedJobWithCASTransfers run exactly
+// this against concurrent two-row transfers and keep the total exact;
+// without VersionColumn the same test creates and destroys money.
 //
 // The one call for "hold a lease, write fenced and versioned" is
 // distlock.Do with fencedpg.Update (or fencedmysql.Update) on such a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -81,6 +82,56 @@ func TestHandleInCallerTransaction(t *testing.T) {
 		}
 		if got := e.effects(t)["m1"]; got != 1 {
 			t.Fatalf("effect applied %d times, want 1", got)
+		}
+	})
+}
+
+// TestHandlerFailsInCallerTransaction: in a transaction the caller opened,
+// a handler that fails (or panics) leaves nothing of the message in it —
+// neither the id nor the handler's writes (a savepoint) — so the caller
+// may still commit its own work, and the redelivery runs the handler. The
+// same for HandleSequence: the sequence does not advance.
+func TestHandlerFailsInCallerTransaction(t *testing.T) {
+	each(t, func(t *testing.T, e env) {
+		ctx := t.Context()
+		e.callerTx(t, true, func(c consumer) {
+			if ok, err := c.handle(ctx, "billing", "m1", func() error { return errHandler }); ok || !errors.Is(err, errHandler) {
+				t.Errorf("failing handler: %v, %v", ok, err)
+			}
+			func() {
+				defer func() {
+					if p := recover(); p != "boom" {
+						t.Errorf("panicking handler: recovered %v", p)
+					}
+				}()
+				_, _ = c.handle(ctx, "billing", "m2", func() error { panic("boom") })
+			}()
+			if r, err := c.handleSeq(ctx, "billing", "p", 1, func() error { return errHandler }); r.Applied || !errors.Is(err, errHandler) {
+				t.Errorf("failing sequence handler: %+v, %v", r, err)
+			}
+			// The transaction is still usable: a message that succeeds
+			// commits with it.
+			if ok, err := c.handle(ctx, "billing", "m3", nil); !ok || err != nil {
+				t.Errorf("handler after the failures: %v, %v", ok, err)
+			}
+		})
+		c := e.open(t, nil)
+		for _, id := range []string{"m1", "m2"} {
+			if ok, err := c.handle(ctx, "billing", id, nil); !ok || err != nil {
+				t.Errorf("redelivery of %s after its handler failed in the caller's committed tx: %v, %v (want handled: the message would be lost)", id, ok, err)
+			}
+		}
+		if ok, err := c.handle(ctx, "billing", "m3", nil); ok || err != nil {
+			t.Errorf("redelivery of m3: %v, %v; want a duplicate", ok, err)
+		}
+		if r, err := c.handleSeq(ctx, "billing", "p", 1, nil); !r.Applied || err != nil {
+			t.Errorf("redelivery of sequence 1: %+v, %v; want applied", r, err)
+		}
+		if got := e.effects(t); got["m1"] != 1 || got["m2"] != 1 || got["m3"] != 1 {
+			t.Errorf("effects %v, want m1, m2, m3 once each", got)
+		}
+		if got := e.seqLog(t, "p"); !slices.Equal(got, []int64{1}) {
+			t.Errorf("sequence log %v, want [1]", got)
 		}
 	})
 }

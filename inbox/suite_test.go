@@ -51,6 +51,9 @@ type env struct {
 	// inCallerTx runs Handle inside a transaction the test opened, then
 	// commits or rolls it back.
 	inCallerTx func(t testing.TB, id string, commit bool) (bool, error)
+	// callerTx runs run with a consumer on a transaction the test opened,
+	// then commits it (fatal if that fails) or rolls it back.
+	callerTx func(t testing.TB, commit bool, run func(c consumer))
 	// query runs a query returning (text, bigint) rows.
 	query func(t testing.TB, q string) [][2]string
 	// dialect's placeholders are not needed: queries are literal.
@@ -193,6 +196,20 @@ func openPostgres(t testing.TB) env {
 			}
 			return ok, tx.Rollback(ctx)
 		},
+		callerTx: func(t testing.TB, commit bool, run func(c consumer)) {
+			ctx := t.Context()
+			tx, err := pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = tx.Rollback(ctx) }()
+			run(mk(t, tx, nil))
+			if commit {
+				if err := tx.Commit(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+		},
 		query: func(t testing.TB, q string) [][2]string { return pgRows(t, pool, q) },
 	}
 }
@@ -302,6 +319,19 @@ func openMySQL(t testing.TB, foundRows bool) env {
 				return ok, tx.Commit()
 			}
 			return ok, tx.Rollback()
+		},
+		callerTx: func(t testing.TB, commit bool, run func(c consumer)) {
+			tx, err := db.BeginTx(t.Context(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = tx.Rollback() }()
+			run(mk(t, tx, nil))
+			if commit {
+				if err := tx.Commit(); err != nil {
+					t.Fatal(err)
+				}
+			}
 		},
 		query: func(t testing.TB, q string) [][2]string {
 			t.Helper()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync/atomic"
 
 	"github.com/concurkit/concurkit/observe"
 )
@@ -21,6 +22,30 @@ func ExampleWithHooks() {
 	// What a concurkit package does when its compare-and-swap loses:
 	observe.FromContext(ctx).OnConflict(ctx, observe.ConflictEvent{Package: "optimisticpg", Table: "accounts"})
 	// Output: conflict on accounts
+}
+
+// Logs and counters at once: WithHooks adds to the hooks already on the
+// context, so Slog keeps logging after the counters are installed.
+func ExampleWithHooks_nested() {
+	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.Attr{} // stable output for the example
+			}
+			return a
+		},
+	}))
+	var rejected atomic.Int64
+	ctx := observe.WithHooks(context.Background(), observe.Slog(logger))
+	ctx = observe.WithHooks(ctx, &observe.Hooks{
+		FenceRejected: func(context.Context, observe.FenceEvent) { rejected.Add(1) },
+	})
+	// What a concurkit package does when storage refuses a stale token:
+	observe.FromContext(ctx).OnFenceRejected(ctx, observe.FenceEvent{Package: "fencedpg", Resource: "accounts", Token: 11, Seen: 12})
+	fmt.Println("rejections counted:", rejected.Load())
+	// Output:
+	// level=WARN msg="concurkit: stale fencing token rejected" package=fencedpg resource=accounts token=11 seen=12
+	// rejections counted: 1
 }
 
 func ExampleSlog() {

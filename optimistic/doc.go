@@ -25,14 +25,17 @@
 // driver family, each with the same function, so a program compiles only
 // the driver it uses:
 //
-//   - optimisticpg.Update (pgx v5): one statement whose CTE runs the
-//     UPDATE … RETURNING and whose outer SELECT reports whether the key
-//     exists — one round trip, also for a miss.
+//   - optimisticpg.Update (pgx v5): the hand-written UPDATE … WHERE
+//     key = $1 AND version = $2, one round trip on success; a miss costs
+//     a second statement, a read of whether the key exists, to tell a
+//     conflict from a missing row.
 //   - optimisticmysql.Update (database/sql + go-sql-driver/mysql): the
 //     hand-written UPDATE … WHERE key = ? AND version = ?, one round trip
-//     on success; a miss costs a locking read of the key. A cancelled
-//     statement is stopped on the server (KILL QUERY) before Update
-//     returns, or the error is a *concurkit.AmbiguousCommitError.
+//     on success; a miss costs a second statement, a read of the key (a
+//     locking read on a *sql.Tx or *sql.Conn, which may be inside an
+//     older REPEATABLE READ snapshot; a plain one on a *sql.DB). A
+//     cancelled statement is stopped on the server (KILL QUERY) before
+//     Update returns, or the error is a *concurkit.AmbiguousCommitError.
 //   - optimisticdynamo.Update (aws-sdk-go-v2): one conditional
 //     UpdateItem whose ALL_OLD failure tells a conflict from a missing
 //     item.

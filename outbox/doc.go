@@ -53,6 +53,17 @@
 // or number messages per producer and apply them with
 // inbox HandleSequence.
 //
+// # Rows the relay cannot read
+//
+// Add stores only what every adapter reads back unchanged (Validate). A
+// row written by other code (raw SQL, another language) may not be: when
+// its headers are not a JSON object of strings, Claim does not fail —
+// which would stop every relay on that row for good — but hands the
+// message to the publisher with Message.Malformed set (a *MalformedError
+// matching ErrMalformedRow, with the stored bytes) and Headers nil. The
+// publisher publishes it as it is or dead-letters it, and returns nil:
+// the row is then marked published with its batch.
+//
 // # Housekeeping
 //
 // Published rows are kept for Config.Retention (24 h by default) and then
@@ -61,8 +72,11 @@
 // # Errors
 //
 // Bad input is reported before any I/O: ErrInvalidMessage for a message
-// that cannot be stored (empty topic, invalid ID, over-long topic or key)
-// and concurkit.ErrInvalidArgument for the rest (nil handles, publishers
+// that cannot be stored unchanged (empty topic, invalid ID, over-long
+// topic, key or headers, NUL or invalid UTF-8 in the topic, key or
+// headers) — so a bad message never aborts the caller's business
+// transaction, as a failed INSERT does on PostgreSQL — and
+// concurkit.ErrInvalidArgument for the rest (nil handles, publishers
 // or sources, batch sizes outside [1, MaxBatchSize], negative durations,
 // bad table names). A Relay's Run never gives up on errors: it backs off
 // and reports each failed batch to the observe hooks as a retry.

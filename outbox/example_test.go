@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -83,4 +84,38 @@ func ExampleRelay_Run() {
 	// publish m1
 	// publish m2
 	// context canceled
+}
+
+// A publisher that dead-letters the rows a relay could not read (here the
+// toy source hands over one as the adapters do: headers written by other
+// code that are not a JSON object of strings) and publishes the rest; the
+// batch succeeds, so no row stops the relay.
+func ExampleMalformedError() {
+	ctx := context.Background()
+	src := &memory{msgs: []outbox.Message{
+		{ID: "m1", Topic: "orders"},
+		{ID: "m2", Topic: "orders", Malformed: &outbox.MalformedError{
+			Column: "headers", Stored: []byte(`{"retries": 3}`), Err: errors.New("json: cannot unmarshal number into Go value of type string")}},
+		{ID: "m3", Topic: "orders"},
+	}}
+	publish := outbox.Each(func(_ context.Context, m outbox.Message) error {
+		var bad *outbox.MalformedError
+		if errors.As(m.Malformed, &bad) {
+			fmt.Printf("dead-letter %s: %s %s\n", m.ID, bad.Column, bad.Stored)
+			return nil
+		}
+		fmt.Println("publish", m.ID)
+		return nil
+	})
+	relay, err := outbox.NewRelay(src, publish, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(relay.Once(ctx))
+	// Output:
+	// publish m1
+	// dead-letter m2: headers {"retries": 3}
+	// publish m3
+	// 3 <nil>
 }

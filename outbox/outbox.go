@@ -5,8 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/concurkit/concurkit"
 	"github.com/concurkit/concurkit/inbox"
@@ -27,6 +30,9 @@ const (
 	// in bytes (VARBINARY(255) on MySQL/MariaDB).
 	MaxTopicLength = 255
 	MaxKeyLength   = 255
+	// MaxHeadersLength bounds Message.Headers: the sum of the lengths of
+	// every name and value, in bytes.
+	MaxHeadersLength = 64 << 10
 )
 
 // Message is one event in the outbox.
@@ -39,28 +45,72 @@ type Message struct {
 	// satisfy inbox.ValidateID (1 to 255 bytes of UTF-8 without NUL).
 	ID string
 	// Topic is where the publisher sends it (a Kafka topic, an SNS topic,
-	// a queue name). Required, at most MaxTopicLength bytes.
+	// a queue name). Required, at most MaxTopicLength bytes of UTF-8
+	// without NUL (PostgreSQL text).
 	Topic string
 	// Key is optional: a partition or ordering key for the publisher, at
-	// most MaxKeyLength bytes.
+	// most MaxKeyLength bytes of UTF-8 without NUL (PostgreSQL text).
 	Key string
-	// Payload is the message body; nil is stored as empty.
+	// Payload is the message body, any bytes; nil is stored as empty. Its
+	// size is bounded by the server only (PostgreSQL bytea: 1 GB;
+	// MariaDB/MySQL: max_allowed_packet).
 	Payload []byte
 	// Headers are optional metadata (trace context, content type), stored
-	// as a JSON object.
+	// as a JSON object: names and values are UTF-8 without NUL (JSON
+	// would replace invalid UTF-8, and PostgreSQL jsonb refuses \u0000),
+	// MaxHeadersLength bytes in all.
 	Headers map[string]string
 	// CreatedAt is set by Add (Config.Now, in UTC, truncated to
 	// microseconds); it is ignored on input.
 	CreatedAt time.Time
+	// Malformed is set by a Source's Claim, never by producers (Add
+	// ignores it): non-nil when the stored row could not be read into
+	// this Message — its headers column holds something other than a
+	// JSON object of strings, as a row written by other code may — and
+	// then a *MalformedError matching ErrMalformedRow, which holds the
+	// stored bytes; Headers is nil and the other fields are as stored.
+	// Such a row never stops the relay: it is handed to the publisher
+	// with its batch, flagged, and the publisher decides — publish it
+	// without headers, or dead-letter it — and returns nil to have it
+	// marked published with the rest (an error keeps the whole batch
+	// unpublished, as for any message).
+	Malformed error
 }
 
 // ErrInvalidMessage is returned by Add, before any I/O, for a message that
-// cannot be stored: an invalid ID, an empty or over-long Topic, an
-// over-long Key. It matches concurkit.ErrInvalidArgument.
+// cannot be stored unchanged: an invalid ID, an empty or over-long Topic,
+// an over-long Key or Headers, NUL or invalid UTF-8 in Topic, Key or
+// Headers. It matches concurkit.ErrInvalidArgument.
 var ErrInvalidMessage = concurkit.InvalidArgumentError("outbox: invalid message")
 
-// Validate returns nil if m can be added to an outbox (an empty ID will be
-// generated), or an error matching ErrInvalidMessage that says why.
+// ErrMalformedRow matches Message.Malformed: a stored row that could not
+// be read into a Message.
+var ErrMalformedRow = errors.New("outbox: malformed row")
+
+// MalformedError is Message.Malformed: which column of a stored row could
+// not be read, its stored bytes, and why. It matches ErrMalformedRow.
+type MalformedError struct {
+	Column string // "headers"
+	Stored []byte // the column's bytes as stored
+	Err    error  // the decoding error
+}
+
+func (e *MalformedError) Error() string {
+	return fmt.Sprintf("outbox: malformed row: column %s (%d bytes): %v", e.Column, len(e.Stored), e.Err)
+}
+
+// Is reports whether target is ErrMalformedRow.
+func (e *MalformedError) Is(target error) bool { return target == ErrMalformedRow }
+
+// Unwrap returns the decoding error.
+func (e *MalformedError) Unwrap() error { return e.Err }
+
+// Validate returns nil if m can be added to an outbox and read back
+// unchanged by every adapter (an empty ID will be generated), or an error
+// matching ErrInvalidMessage that says why. It checks everything Add
+// stores, so that no INSERT fails on a value: on PostgreSQL a failed
+// statement aborts the caller's business transaction (SQLSTATE 25P02),
+// which an error before any I/O does not.
 func (m Message) Validate() error {
 	if m.ID != "" {
 		if err := inbox.ValidateID("ID", m.ID); err != nil {
@@ -74,6 +124,37 @@ func (m Message) Validate() error {
 		return fmt.Errorf("%w: Topic is %d bytes, more than %d", ErrInvalidMessage, len(m.Topic), MaxTopicLength)
 	case len(m.Key) > MaxKeyLength:
 		return fmt.Errorf("%w: Key is %d bytes, more than %d", ErrInvalidMessage, len(m.Key), MaxKeyLength)
+	}
+	if err := text("Topic", m.Topic); err != nil {
+		return err
+	}
+	if err := text("Key", m.Key); err != nil {
+		return err
+	}
+	n := 0
+	for name, v := range m.Headers {
+		if err := text("header name", name); err != nil {
+			return err
+		}
+		if err := text(fmt.Sprintf("header %q", name), v); err != nil {
+			return err
+		}
+		n += len(name) + len(v)
+	}
+	if n > MaxHeadersLength {
+		return fmt.Errorf("%w: Headers are %d bytes, more than %d", ErrInvalidMessage, n, MaxHeadersLength)
+	}
+	return nil
+}
+
+// text checks that s can be stored as text by every adapter: valid UTF-8
+// without NUL.
+func text(what, s string) error {
+	if !utf8.ValidString(s) {
+		return fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalidMessage, what)
+	}
+	if i := strings.IndexByte(s, 0); i >= 0 {
+		return fmt.Errorf("%w: %s has a NUL byte at %d", ErrInvalidMessage, what, i)
 	}
 	return nil
 }
@@ -138,7 +219,9 @@ type Config struct {
 // unpublished and is published again later, so messages that did go out
 // are sent twice: the consumers' inbox absorbs that. A message that can
 // never be published blocks its batch until Publish stops failing for it:
-// dead-letter it inside Publish and return nil.
+// dead-letter it inside Publish and return nil. A message whose stored
+// row could not be read comes with Message.Malformed set: publish it as
+// it is (without headers) or dead-letter it.
 type Publisher interface {
 	Publish(ctx context.Context, msgs []Message) error
 }

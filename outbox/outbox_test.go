@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/concurkit/concurkit"
 	"github.com/concurkit/concurkit/observe"
 	"github.com/concurkit/concurkit/outbox"
 )
@@ -115,6 +117,108 @@ func TestAddAndRelay(t *testing.T) {
 			t.Fatalf("Once after an autocommit Add = %d, %v", n, err)
 		}
 	})
+}
+
+// TestPoisonRowsDoNotStopRelay: rows written by other code (raw SQL,
+// bypassing Add) whose headers are not a JSON object of strings are handed
+// to the publisher flagged (Message.Malformed, with the stored bytes), in
+// order with the good ones, and published with their batch: the relay is
+// never stuck on them.
+func TestPoisonRowsDoNotStopRelay(t *testing.T) {
+	poison := map[string][]string{ // backend → headers column literals
+		"postgres": {`'{"n": 1}'`, `'[1, 2]'`, `'"text"'`, `'{"a": {"b": "c"}}'`},
+		"mariadb":  {`'{"n": 1}'`, `'not json'`, `'{"a": '`, `'[1, 2]'`},
+	}
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			e := b.open(t)
+			ctx := t.Context()
+			before, err := e.addAutocommit(ctx, outbox.Message{Topic: "orders", Payload: []byte("good-1"), Headers: map[string]string{"k": "v"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, h := range poison[b.name] {
+				e.exec(t, fmt.Sprintf(`INSERT INTO concurkit_outbox (message_id, topic, message_key, payload, headers, created_at)
+VALUES ('poison-%d', 'orders', 'k', '', %s, CURRENT_TIMESTAMP)`, i, h))
+			}
+			after, err := e.addAutocommit(ctx, outbox.Message{Topic: "orders", Payload: []byte("good-2")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := &recorder{}
+			relay := newRelay(t, e.store(t, nil), rec, nil)
+			want := 2 + len(poison[b.name])
+			if n, err := relay.Once(ctx); n != want || err != nil {
+				t.Fatalf("Once = %d, %v; want %d published (the relay must not stop on a malformed row)", n, err, want)
+			}
+			if n := e.unpublished(t); n != 0 {
+				t.Errorf("%d rows left unpublished", n)
+			}
+			got := rec.batches[0]
+			if got[0].ID != before || got[0].Malformed != nil || got[0].Headers["k"] != "v" ||
+				got[len(got)-1].ID != after || got[len(got)-1].Malformed != nil {
+				t.Errorf("good messages around the poison: %+v … %+v", got[0], got[len(got)-1])
+			}
+			for i, h := range poison[b.name] {
+				m := got[1+i]
+				var me *outbox.MalformedError
+				if m.ID != fmt.Sprint("poison-", i) || m.Topic != "orders" || m.Key != "k" || m.Headers != nil ||
+					!errors.Is(m.Malformed, outbox.ErrMalformedRow) || !errors.As(m.Malformed, &me) || me.Column != "headers" || len(me.Stored) == 0 {
+					t.Errorf("poison row %d (headers %s): %+v", i, h, m)
+				}
+			}
+		})
+	}
+}
+
+// TestAddRefusesBadTextKeepsTransaction: a message with NUL or invalid
+// UTF-8 in its topic, key or headers is refused by Add before any I/O
+// (ErrInvalidMessage), so the caller's business transaction goes on and
+// commits; on PostgreSQL a failed INSERT would have aborted it (SQLSTATE
+// 22021, then 25P02 for every later statement). Over-long headers too.
+func TestAddRefusesBadTextKeepsTransaction(t *testing.T) {
+	bad := map[string]outbox.Message{
+		"NUL in topic":               {Topic: "or\x00ders"},
+		"NUL in key":                 {Topic: "orders", Key: "k\x00"},
+		"invalid UTF-8 in topic":     {Topic: "orders\xff"},
+		"invalid UTF-8 in key":       {Topic: "orders", Key: "\xc3"},
+		"NUL in header name":         {Topic: "orders", Headers: map[string]string{"a\x00": "v"}},
+		"NUL in header value":        {Topic: "orders", Headers: map[string]string{"a": "v\x00"}},
+		"invalid UTF-8 header name":  {Topic: "orders", Headers: map[string]string{"\xff": "v"}},
+		"invalid UTF-8 header value": {Topic: "orders", Headers: map[string]string{"a": "\xfe"}},
+		"headers too long":           {Topic: "orders", Headers: map[string]string{"a": strings.Repeat("v", outbox.MaxHeadersLength)}},
+	}
+	each(t, func(t *testing.T, e env) {
+		ctx := t.Context()
+		i := 0
+		for name, m := range bad {
+			if err := m.Validate(); !errors.Is(err, outbox.ErrInvalidMessage) {
+				t.Errorf("%s: Validate = %v, want ErrInvalidMessage", name, err)
+			}
+			i++
+			fnErr, txErr := e.business(ctx, fmt.Sprint("order-", i), func(add func(outbox.Message) (string, error)) error {
+				_, err := add(m)
+				return err
+			})
+			if !errors.Is(fnErr, outbox.ErrInvalidMessage) || !errors.Is(fnErr, concurkit.ErrInvalidArgument) {
+				t.Errorf("%s: Add = %v, want ErrInvalidMessage", name, fnErr)
+			}
+			if txErr != nil {
+				t.Errorf("%s: the business transaction failed after Add refused the message: %v", name, txErr)
+			}
+		}
+		if n := e.unpublished(t); n != 0 {
+			t.Errorf("%d messages stored, want none", n)
+		}
+		if n := len(e.query(t, "SELECT id, 0 FROM orders")); n != 2*len(bad) {
+			t.Errorf("%d order rows committed, want %d", n, 2*len(bad))
+		}
+	})
+	// The edges that are fine: every header at the limit, UTF-8 text.
+	ok := outbox.Message{Topic: "ordres-ü", Key: "🦫", Headers: map[string]string{"a": strings.Repeat("v", outbox.MaxHeadersLength-1)}}
+	if err := ok.Validate(); err != nil {
+		t.Errorf("Validate(%.40v…) = %v", ok, err)
+	}
 }
 
 // TestPublisherErrorKeepsBatch: a failed publish leaves the batch

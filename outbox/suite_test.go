@@ -54,6 +54,14 @@ type env struct {
 	consume func(ctx context.Context, msg outbox.Message) (bool, error)
 	// query runs a query returning (text, bigint) rows.
 	query func(t testing.TB, q string) [][2]string
+	// exec runs a statement (raw SQL, bypassing Add), fatal on error.
+	exec func(t testing.TB, q string)
+	// business runs one business transaction: an order row orderID, then
+	// fn (which adds messages through the Store's Add on the transaction),
+	// then a second order row orderID+"-after", then COMMIT. It returns
+	// fn's error and the error of the statements after it (the second
+	// insert, or COMMIT).
+	business func(ctx context.Context, orderID string, fn func(add func(outbox.Message) (string, error)) error) (fnErr, txErr error)
 }
 
 func (e env) effects(t testing.TB) map[string]int64 {
@@ -169,6 +177,31 @@ func openPostgres(t testing.TB) env {
 			})
 		},
 		query: func(t testing.TB, q string) [][2]string { return pgRows(t, pool, q) },
+		exec: func(t testing.TB, q string) {
+			t.Helper()
+			if _, err := pool.Exec(t.Context(), q); err != nil {
+				t.Fatal(err)
+			}
+		},
+		business: func(ctx context.Context, orderID string, fn func(add func(outbox.Message) (string, error)) error) (error, error) {
+			s, err := outboxpg.New(pool, nil)
+			if err != nil {
+				return nil, err
+			}
+			tx, err := pool.Begin(ctx)
+			if err != nil {
+				return nil, err
+			}
+			defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+			if _, err := tx.Exec(ctx, pgOrder, orderID); err != nil {
+				return nil, err
+			}
+			fnErr := fn(func(m outbox.Message) (string, error) { return s.Add(ctx, tx, m) })
+			if _, err := tx.Exec(ctx, pgOrder, orderID+"-after"); err != nil {
+				return fnErr, err
+			}
+			return fnErr, tx.Commit(ctx)
+		},
 	}
 }
 
@@ -284,6 +317,31 @@ func openMySQL(t testing.TB) env {
 				t.Fatal(err)
 			}
 			return out
+		},
+		exec: func(t testing.TB, q string) {
+			t.Helper()
+			if _, err := db.ExecContext(t.Context(), q); err != nil {
+				t.Fatal(err)
+			}
+		},
+		business: func(ctx context.Context, orderID string, fn func(add func(outbox.Message) (string, error)) error) (error, error) {
+			s, err := outboxmysql.New(db, nil)
+			if err != nil {
+				return nil, err
+			}
+			tx, err := db.BeginTx(ctx, nil)
+			if err != nil {
+				return nil, err
+			}
+			defer func() { _ = tx.Rollback() }()
+			if _, err := tx.ExecContext(ctx, myOrder, orderID); err != nil {
+				return nil, err
+			}
+			fnErr := fn(func(m outbox.Message) (string, error) { return s.Add(ctx, tx, m) })
+			if _, err := tx.ExecContext(ctx, myOrder, orderID+"-after"); err != nil {
+				return fnErr, err
+			}
+			return fnErr, tx.Commit()
 		},
 	}
 }

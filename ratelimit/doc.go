@@ -101,4 +101,12 @@
 // requests through instead, for services that value availability over the
 // limit; Config.OnError sees every error either way. Misconfiguration (an
 // invalid limit, an empty key) is 500, never let through.
+//
+// # Keys in errors
+//
+// A key is often a secret (an API key) or personal data (a user id, a
+// client address), and errors end up in logs: no error of this package or
+// its adapters contains a key. They name it by KeyID, a short hash
+// ("key#" and 12 hex digits of its SHA-256), and a store's own message
+// that echoes the key is redacted the same way.
 package ratelimit

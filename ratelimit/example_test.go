@@ -101,3 +101,10 @@ func ExampleClientIP() {
 	fmt.Println(ratelimit.ClientIP(r))
 	// Output: 2001:db8:1:2::/64
 }
+
+// Errors name a key by KeyID, never by the key itself (often an API key):
+// compute it to find a known key's errors in the logs.
+func ExampleKeyID() {
+	fmt.Println(ratelimit.KeyID("sk_live_4eC39HqLyjWDarjtT1zdp7dc"))
+	// Output: key#78a08441f431
+}

@@ -2,6 +2,8 @@ package ratelimit
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strconv"
 	"time"
@@ -22,6 +24,17 @@ const (
 	// MaxKeyLen is the longest key, in bytes. Hash longer identifiers.
 	MaxKeyLen = 1024
 )
+
+// KeyID returns how this package and its adapters name key in errors:
+// "key#" and the first 12 hex digits of the key's SHA-256. Rate-limit keys
+// are often secrets (an API key) or personal data (a user id, an address),
+// and errors end up in logs, so no error of ratelimit, ratelimitredis or
+// ratelimitpg contains the key itself; compute KeyID of a key you know to
+// find its errors.
+func KeyID(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return "key#" + hex.EncodeToString(sum[:6])
+}
 
 // Algorithm selects how a Limiter counts.
 type Algorithm int

@@ -34,9 +34,12 @@
 //     in the background while a step runs) before it calls anything; a
 //     concurrent Run of the same key gets ErrInProgress. A crashed
 //     runner's lease expires after Config.LeaseTTL (the clock is
-//     Config.Now, injectable for tests). Every record is fenced by the
-//     runner's claim, so a runner that lost its lease records nothing more
-//     (ErrLeaseLost).
+//     Config.Now, injectable for tests). A step's context ends before its
+//     lease does (a margin before the end known from the last successful
+//     renewal), even while a renewal hangs, so a step that honours its
+//     context never overlaps the next runner's. Every record is fenced by
+//     the runner's claim, so a runner that lost its lease records nothing
+//     more (ErrLeaseLost).
 //   - Versions. An instance records its definition's name, version and
 //     step names, and only that definition resumes it
 //     (ErrDefinitionMismatch). A key names one instance: a retry with

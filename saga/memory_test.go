@@ -43,7 +43,8 @@ func memoryHarness(t *testing.T) *sagatest.Harness {
 			slices.Sort(keys)
 			return keys, nil
 		},
-		Load: m.Load,
+		LockRow: func(t *testing.T, key string) (time.Time, func()) { return m.LockRow(key) },
+		Load:    m.Load,
 		Unfinished: func(ctx context.Context, now time.Time, limit int) ([]*saga.Record, error) {
 			return m.Unfinished(ctx, now, limit)
 		},

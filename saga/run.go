@@ -54,11 +54,12 @@ const maxErrorLen = 2000
 //
 // Exactly-once: while it runs, the runner holds a lease on the instance
 // (taken atomically by Store.Claim, renewed with every record and in the
-// background during steps), so two Runs of one key never run a step at
-// the same time; the other gets ErrInProgress. A runner that crashes
-// leaves its lease to expire (Config.LeaseTTL); every write is fenced by
-// the runner's claim, so one whose lease was taken over records nothing
-// more (ErrLeaseLost). Because a step can be started and not recorded (a
+// background during steps; a step's context ends before the lease does,
+// even while a renewal hangs: see Config.LeaseTTL), so two Runs of one key
+// never run a step at the same time; the other gets ErrInProgress. A
+// runner that crashes leaves its lease to expire (Config.LeaseTTL); every
+// write is fenced by the runner's claim, so one whose lease was taken
+// over records nothing more (ErrLeaseLost). Because a step can be started and not recorded (a
 // crash between the two), actions and compensations run at least once and
 // must be idempotent by their step key: together that is effectively once.
 //
@@ -397,10 +398,10 @@ func (r *runner[In]) undo(ctx context.Context, j int) error {
 	})
 }
 
-// guard runs fn while a heartbeat extends the lease every LeaseTTL/3. If
-// the lease is lost (or cannot be extended before it ends), fn's context is
-// cancelled with ErrLeaseLost as its cause, and guard returns an error
-// matching ErrLeaseLost.
+// guard runs fn while a heartbeat extends the lease every LeaseTTL/3.
+// fn's context ends, with ErrLeaseLost as its cause, when the lease is
+// lost (an extension finds it taken over) or ends as known locally (see
+// heartbeat), and guard then returns an error matching ErrLeaseLost.
 func (r *runner[In]) guard(ctx context.Context, fn func(ctx context.Context) error) error {
 	actx, lost := context.WithCancelCause(ctx)
 	defer lost(nil)
@@ -423,12 +424,37 @@ func (r *runner[In]) guard(ctx context.Context, fn func(ctx context.Context) err
 // heartbeat extends the lease of the claim every d.heartbeat until stop is
 // closed or ctx ends; until is when the lease ends now.
 //
+// The step must stop before another runner can claim, whatever an
+// extension in flight does (a statement queued behind a row lock, a
+// frozen server): the lease is only known to last until the start of the
+// last successful claim, record or extension plus LeaseTTL (each computes
+// its lease end from the clock read before its request), so a timer ends
+// the step at that instant minus d.margin, independently of the
+// extensions, and each successful extension moves the timer. Checking
+// only after an extension returned, against a time read before it, let a
+// step run on for up to one more interval after its lease ended.
+//
 // An extension in flight when the step ends is not cancelled but bounded
 // by the interval: cancelling a statement can cost its connection (pgx
 // and go-sql-driver close a socket whose context ends mid-query), which
 // would fail the next record on a single-connection store.
 func (r *runner[In]) heartbeat(ctx context.Context, stop <-chan struct{}, lost context.CancelCauseFunc, key string, claim int64, until time.Time) {
 	hooks := observe.FromContext(ctx)
+	var once sync.Once
+	lose := func(err error) {
+		once.Do(func() {
+			err = fmt.Errorf("saga: %s: extending the lease: %w", key, err)
+			hooks.OnLeaseLost(ctx, observe.LeaseEvent{Package: "saga", Key: key, Token: claim, Err: err})
+			lost(err)
+		})
+	}
+	ended := func(until time.Time) error {
+		return fmt.Errorf("%w: lease ends at %s (stopping %v before), not extended in time",
+			ErrLeaseLost, until.Format(time.RFC3339Nano), r.d.margin)
+	}
+	end := until.Add(-r.d.margin)
+	expire := time.AfterFunc(end.Sub(r.d.now()), func() { lose(ended(until)) })
+	defer expire.Stop()
 	t := time.NewTicker(r.d.heartbeat)
 	defer t.Stop()
 	for {
@@ -440,24 +466,27 @@ func (r *runner[In]) heartbeat(ctx context.Context, stop <-chan struct{}, lost c
 		case <-t.C:
 		}
 		now := r.d.now()
+		if !now.Before(end) { // a clock that jumps (Config.Now) passes the timer
+			lose(ended(until))
+			return
+		}
 		next := now.Add(r.d.ttl)
 		ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.d.heartbeat)
 		err := r.store.Extend(ectx, key, claim, next)
 		cancel()
 		hooks.OnLeaseExtend(ctx, observe.LeaseEvent{Package: "saga", Key: key, Token: claim, Err: err})
-		if err == nil {
-			until = next
-			continue
-		}
-		if errors.Is(err, ErrLeaseLost) || !now.Before(until) {
-			if !errors.Is(err, ErrLeaseLost) {
-				err = fmt.Errorf("%w: lease ended at %s: %w", ErrLeaseLost, until.Format(time.RFC3339Nano), err)
-			}
-			err = fmt.Errorf("saga: %s: extending the lease: %w", key, err)
-			hooks.OnLeaseLost(ctx, observe.LeaseEvent{Package: "saga", Key: key, Token: claim, Err: err})
-			lost(err)
+		if errors.Is(err, ErrLeaseLost) {
+			lose(err)
 			return
 		}
+		if err != nil {
+			continue // the timer ends the step if no extension succeeds in time
+		}
+		if !expire.Stop() {
+			return // the lease ended while the extension was in flight
+		}
+		until, end = next, next.Add(-r.d.margin)
+		expire.Reset(end.Sub(r.d.now()))
 	}
 }
 

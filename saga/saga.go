@@ -30,12 +30,23 @@ type Config struct {
 	// LeaseTTL is how long a runner's claim on an instance lasts without
 	// renewal. Every record the runner writes renews it, and while an
 	// action or compensation runs the runner extends it every LeaseTTL/3
-	// in the background (each extension bounded by that interval), so it bounds how long a crashed runner blocks
-	// the instance, not how long a step may take. If an extension fails
-	// with ErrLeaseLost (or cannot be made before the lease ends), the
-	// step's context is cancelled with ErrLeaseLost as its cause.
+	// in the background (each extension bounded by that interval), so it
+	// bounds how long a crashed runner blocks the instance, not how long a
+	// step may take.
+	//
+	// A step's context ends, with ErrLeaseLost as its cause, when an
+	// extension finds the lease taken over, and at the latest when the
+	// lease ends as the runner knows it: the start of its last successful
+	// claim, record or extension plus LeaseTTL, minus a margin of 1% of
+	// LeaseTTL + 2 ms (clock rates) + 10% of LeaseTTL, at most 1 s (for
+	// the step to stop), and at most LeaseTTL/2 in all — whatever an
+	// extension still in flight (a statement queued behind a lock, a
+	// frozen server) does. A step that stops when its context ends
+	// therefore never runs while another runner holds the instance.
+	//
 	// Default DefaultLeaseTTL. Runners' clocks must agree to well within
-	// it: the lease is compared with Now of the runner that claims.
+	// the margin: the lease is compared with Now of the runner that
+	// claims.
 	LeaseTTL time.Duration
 	// Retry says how often an action that fails with a retryable error
 	// (retry.IsRetryable or Retry.Retryable; see Retryable) is called
@@ -66,6 +77,17 @@ type Definition[In any] struct {
 	// heartbeat is the interval of lease extensions (LeaseTTL/3); tests
 	// shorten it.
 	heartbeat time.Duration
+	// margin is how long before the lease's end (as known locally) a
+	// step's context ends: leaseMargin(ttl).
+	margin time.Duration
+}
+
+// leaseMargin is how long before its lease's end a step's context ends:
+// 1% of ttl + 2 ms for clock-rate differences between runners, plus 10% of
+// ttl (at most 1 s) for the step to see its context end and stop; at most
+// half of ttl.
+func leaseMargin(ttl time.Duration) time.Duration {
+	return min(ttl/100+2*time.Millisecond+min(ttl/10, time.Second), ttl/2)
 }
 
 // New returns the Definition name (version ≥ 1) with steps, run in the
@@ -116,6 +138,7 @@ func New[In any](name string, version int, cfg *Config, steps ...Step[In]) (*Def
 	return &Definition[In]{
 		name: name, version: version, steps: append([]Step[In](nil), steps...),
 		ttl: c.LeaseTTL, policy: c.Retry, now: c.Now, heartbeat: max(c.LeaseTTL/3, time.Millisecond),
+		margin: leaseMargin(c.LeaseTTL),
 	}, nil
 }
 

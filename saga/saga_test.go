@@ -144,6 +144,7 @@ func TestLeaseLostCancelsStep(t *testing.T) {
 			var thief int64
 			if how == "store unreachable" {
 				store.Kill()
+				waitFor(t, func() bool { return failedExt.Load() > 0 }) // extensions fail; the lease still lasts
 				clock.Advance(2 * time.Minute)
 			} else {
 				rec, err := mem.Load(t.Context(), "k")
@@ -179,6 +180,79 @@ func TestLeaseLostCancelsStep(t *testing.T) {
 				t.Errorf("record after the loss: %+v", rec)
 			}
 		})
+	}
+}
+
+// hangingExtend is a store whose Extend hangs until its context ends, as
+// a statement queued behind a lock or sent to a frozen server does.
+type hangingExtend struct{ *sagatest.MemoryStore }
+
+func (h hangingExtend) Extend(ctx context.Context, _ string, _ int64, _ time.Time) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestNoOverlapWhileExtendHangs: runner A's extensions hang; runner B
+// retries the instance until A's lease has ended and claims it. A's step
+// context must end before A's lease does, so A's step (which stops when
+// its context ends) and B's never run at the same time. Real clock, 3 s
+// lease.
+func TestNoOverlapWhileExtendHangs(t *testing.T) {
+	const ttl = 3 * time.Second
+	mem := sagatest.NewMemory()
+	var mu sync.Mutex
+	var spans [2][2]time.Time // [start, end] of A's and B's step execution
+	inA := make(chan struct{})
+	var calls atomic.Int32
+	d, err := saga.New("hang", 1, &saga.Config{LeaseTTL: ttl, Retry: retry.Policy{MaxAttempts: 1}},
+		saga.NewStep("step", func(ctx context.Context, _ *saga.Call[in]) (int, error) {
+			start := time.Now()
+			first := calls.Add(1) == 1
+			if first {
+				close(inA)
+				select {
+				case <-ctx.Done():
+				case <-time.After(30 * time.Second):
+				}
+			}
+			i := 1
+			if first {
+				i = 0
+			}
+			mu.Lock()
+			spans[i] = [2]time.Time{start, time.Now()}
+			mu.Unlock()
+			if first {
+				return 0, ctx.Err()
+			}
+			return 1, nil
+		}, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	aErr := make(chan error, 1)
+	go func() { _, err := d.Run(t.Context(), hangingExtend{mem.Handle()}, "k", in{}); aErr <- err }()
+	<-inA
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := d.Run(t.Context(), mem.Handle(), "k", in{})
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, saga.ErrInProgress) || time.Now().After(deadline) {
+			t.Fatalf("runner B: %v", err)
+		}
+		time.Sleep(time.Millisecond) // polling a wall-clock lease
+	}
+	if err := <-aErr; !errors.Is(err, saga.ErrLeaseLost) {
+		t.Fatalf("runner A: %v, want ErrLeaseLost", err)
+	}
+	if n := calls.Load(); n != 2 {
+		t.Fatalf("step executed %d times, want 2", n)
+	}
+	a, b := spans[0], spans[1]
+	if b[0].Before(a[1]) {
+		t.Errorf("runner B's step started %v before runner A's ended: both ran it at once", a[1].Sub(b[0]))
 	}
 }
 

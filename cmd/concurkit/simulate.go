@@ -136,7 +136,7 @@ func runSimulate(ctx context.Context, c *command, args []string, stdout, stderr 
 		if err != nil {
 			return fmt.Errorf("%s: %w", p, err)
 		}
-		if err := deadlock.CheckSerializable(res.History); err != nil {
+		if err := res.CheckSerializable(); err != nil {
 			return fmt.Errorf("%s: %w", p, err)
 		}
 		results = append(results, res)

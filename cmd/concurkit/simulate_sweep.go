@@ -48,7 +48,7 @@ func runSweep(ctx context.Context, f simulateFlags, victim deadlock.Victim, stdo
 			if err != nil {
 				return fmt.Errorf("sweep hot=%d %s: %w", hot, p, err)
 			}
-			if err := deadlock.CheckSerializable(res.History); err != nil {
+			if err := res.CheckSerializable(); err != nil {
 				return fmt.Errorf("sweep hot=%d %s: %w", hot, p, err)
 			}
 			results[p] = append(results[p], sweepPoint{hot: hot, res: res})

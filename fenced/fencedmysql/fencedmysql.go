@@ -31,10 +31,12 @@ const pkg = "fencedmysql"
 // SQL templates; %[n]s are quoted identifiers, never values.
 const (
 	// myUpsert: on a duplicate key every assignment is guarded by
-	// IF(token <= new token, new, old); the token column is assigned last
-	// because MySQL evaluates the assignments left to right and later ones
-	// see earlier results. %[4]s/%[5]s list the version column (value 1)
-	// and the assigned columns, %[6]s their guarded updates.
+	// IF(token <= new token, new, old). The token column is assigned
+	// last, so every guard reads the old token whatever the sql_mode:
+	// MySQL evaluates assignments left to right (later ones see earlier
+	// results), MariaDB's SIMULTANEOUS_ASSIGNMENT on the old row
+	// (TestSimultaneousAssignment). %[4]s/%[5]s list the version column
+	// (value 1) and the assigned columns, %[6]s their guarded updates.
 	myUpsert = "INSERT INTO %[1]s (%[2]s, %[3]s%[4]s) VALUES (?, ?%[5]s) ON DUPLICATE KEY UPDATE %[6]s%[3]s = IF(%[3]s <= VALUES(%[3]s), VALUES(%[3]s), %[3]s)"
 	// myUpdate: %[4]s holds the assignments and the version increment;
 	// the arguments are the values, token, key, token.

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/go-sql-driver/mysql"
@@ -98,6 +99,36 @@ func TestVersionBump(t *testing.T) {
 				t.Fatal(err)
 			}
 			fencedtest.VersionBump(t, dialectOn(db))
+		})
+	}
+}
+
+// TestSimultaneousAssignment runs the write suites on sessions with
+// MariaDB's sql_mode SIMULTANEOUS_ASSIGNMENT, in which every assignment of
+// ON DUPLICATE KEY UPDATE reads the old row: Write's guarded assignments
+// must not depend on the token being assigned last.
+func TestSimultaneousAssignment(t *testing.T) {
+	t.Parallel()
+	cfg, err := mysql.ParseDSN(testkit.MySQLDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Params = map[string]string{"sql_mode": "CONCAT(@@sql_mode, ',SIMULTANEOUS_ASSIGNMENT')"}
+	dsn := cfg.FormatDSN()
+	for name, suite := range map[string]func(*testing.T, fencedtest.Dialect){
+		"Write": fencedtest.Write, "Update": fencedtest.Update, "VersionBump": fencedtest.VersionBump,
+		"ConcurrentWritersMaxTokenWins": fencedtest.ConcurrentWritersMaxTokenWins,
+	} {
+		t.Run(name, func(t *testing.T) {
+			db := testkit.MySQLFor(t, dsn)
+			var mode string
+			if err := db.QueryRowContext(t.Context(), "SELECT @@SESSION.sql_mode").Scan(&mode); err != nil || !strings.Contains(mode, "SIMULTANEOUS_ASSIGNMENT") {
+				t.Fatalf("session sql_mode %q %v", mode, err)
+			}
+			if _, err := db.ExecContext(t.Context(), "DROP TABLE IF EXISTS accounts; "+myAccounts); err != nil {
+				t.Fatal(err)
+			}
+			suite(t, dialectOn(db))
 		})
 	}
 }

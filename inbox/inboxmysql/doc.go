@@ -7,7 +7,9 @@
 //
 // The transactions run through pessimisticmysql.InTx: on a *sql.DB or
 // *sql.Conn they are retried on deadlocks; on a *sql.Tx the caller opened
-// they run once inside it. Whether an id was new is read from the
+// they run once inside it, in a savepoint (as inboxpg does): a handler that
+// fails or panics is rolled back to it, so the id is not recorded even if
+// the caller commits, and the redelivery runs the handler. Whether an id was new is read from the
 // statement's last-insert-id marker, not from the affected-rows count, so
 // the DSN's clientFoundRows setting does not matter. That marker is the
 // session's LAST_INSERT_ID(): after a duplicate (fn not run) it is 2^64-1,

@@ -3,6 +3,7 @@ package inboxmysql_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	_ "github.com/concurkit/concurkit/migrations/migrationsmysql"
 	_ "github.com/concurkit/concurkit/migrations/migrationspg"
@@ -91,6 +92,53 @@ func ExampleHandle() {
 	// order-2 true <nil>
 	// order-1 false <nil>
 	// charged: 20
+}
+
+// Handle inside a transaction the caller opened: the handler fails, the
+// caller commits its own work anyway, and the id is not recorded (Handle
+// ran in a savepoint), so the redelivery runs the handler.
+func ExampleHandle_callerTransaction() {
+	ctx := context.Background()
+	db, cleanup, err := exampleDB(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer cleanup()
+
+	charge := func(fail bool) func(ctx context.Context, tx *sql.Tx) error {
+		return func(ctx context.Context, tx *sql.Tx) error {
+			if _, err := tx.ExecContext(ctx, "UPDATE totals SET charged = charged + 10 WHERE id = 1"); err != nil {
+				return err
+			}
+			if fail {
+				return errors.New("card declined")
+			}
+			return nil
+		}
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	processed, err := inboxmysql.Handle(ctx, tx, "billing", "order-1", charge(true))
+	fmt.Println("in the caller's tx:", processed, err)
+	_, _ = tx.ExecContext(ctx, "INSERT INTO totals VALUES (2, 0)") // the caller's own work
+	if err := tx.Commit(); err != nil {
+		fmt.Println(err)
+		return
+	}
+	processed, err = inboxmysql.Handle(ctx, db, "billing", "order-1", charge(false))
+	fmt.Println("redelivery:", processed, err)
+	var charged, rows int64
+	_ = db.QueryRowContext(ctx, "SELECT charged FROM totals WHERE id = 1").Scan(&charged)
+	_ = db.QueryRowContext(ctx, "SELECT COUNT(*) FROM totals").Scan(&rows)
+	fmt.Println("charged:", charged, "rows:", rows)
+	// Output:
+	// in the caller's tx: false card declined
+	// redelivery: true <nil>
+	// charged: 10 rows: 2
 }
 
 // Sequences with gaps applied and reported (inbox.ApplyGaps), for a

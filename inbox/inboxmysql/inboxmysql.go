@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync/atomic"
+	"time"
 
 	"github.com/concurkit/concurkit/inbox"
 	"github.com/concurkit/concurkit/inbox/internal/spec"
@@ -19,8 +21,8 @@ const pkg = "inboxmysql"
 // DBTX is what an inbox runs its transactions on, as for
 // pessimisticmysql.InTx: a Beginner (*sql.DB, *sql.Conn), on which Handle
 // begins, commits and retries its own transaction, or a *sql.Tx the
-// caller opened, in which Handle runs once and the caller's COMMIT makes
-// the record durable.
+// caller opened, in which Handle runs once, in a savepoint, and the
+// caller's COMMIT makes the record durable.
 type DBTX = sqldb.DBTX
 
 // Beginner starts database/sql transactions: *sql.DB and *sql.Conn.
@@ -71,6 +73,13 @@ ON DUPLICATE KEY UPDATE last_seq = LAST_INSERT_ID(last_seq)`
 	// Arguments: seq, updated_at, consumer, producer.
 	advanceSQL = `UPDATE %[1]s SET last_seq = ?, updated_at = ? WHERE consumer = ? AND producer = ?`
 
+	// Savepoints in a transaction the caller opened; %[1]d is a number
+	// unique to the call, so that nested Handles do not replace each
+	// other's savepoint (MySQL replaces one of the same name).
+	savepointSQL         = "SAVEPOINT ck_inbox_%[1]d"
+	rollbackSavepointSQL = "ROLLBACK TO SAVEPOINT ck_inbox_%[1]d"
+	releaseSavepointSQL  = "RELEASE SAVEPOINT ck_inbox_%[1]d"
+
 	// reapSQL deletes up to the 2nd argument entries recorded at or
 	// before the 1st, oldest first (index on processed_at).
 	reapSQL = `DELETE FROM %[1]s WHERE processed_at <= ? ORDER BY processed_at LIMIT ?`
@@ -78,6 +87,72 @@ ON DUPLICATE KEY UPDATE last_seq = LAST_INSERT_ID(last_seq)`
 
 // existedMarker is the last-insert-id of the duplicate branch.
 const existedMarker = -1
+
+// savepoints numbers the savepoints of this process.
+var savepoints atomic.Uint64
+
+// inSavepoint runs fn inside a savepoint of tx, a transaction the caller
+// opened: if fn fails or panics, the transaction is rolled back to the
+// savepoint (the id's record and fn's writes undone, the caller's own
+// writes kept) before the error is returned or the panic re-raised, so a
+// caller that commits anyway does not record a message whose handler
+// failed. On success the savepoint is released. It is InnoDB's savepoint:
+// the row locks taken after it are kept until the caller's transaction
+// ends.
+//
+// A deadlock or a killed connection rolls back the caller's whole
+// transaction, savepoint included: the error of the rollback to it is then
+// joined to fn's.
+func inSavepoint[T any](ctx context.Context, tx *sql.Tx, fn func(ctx context.Context, tx *sql.Tx) (T, error)) (out T, err error) {
+	n := savepoints.Add(1)
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf(savepointSQL, n)); err != nil {
+		return out, fmt.Errorf("%s: savepoint: %w", pkg, err)
+	}
+	done := false
+	defer func() {
+		if done {
+			return
+		}
+		// ctx may have ended: the rollback to the savepoint must still
+		// happen, bounded.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+		defer cancel()
+		_, rerr := tx.ExecContext(rctx, fmt.Sprintf(rollbackSavepointSQL, n))
+		if p := recover(); p != nil {
+			panic(p)
+		}
+		if rerr != nil {
+			err = errors.Join(err, fmt.Errorf("%s: rollback to savepoint: %w", pkg, rerr))
+		}
+	}()
+	out, err = fn(ctx, tx)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	done = true
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf(releaseSavepointSQL, n)); err != nil {
+		var zero T
+		return zero, fmt.Errorf("%s: release savepoint: %w", pkg, err)
+	}
+	return out, nil
+}
+
+// rollbackTimeout bounds the rollback to a savepoint after ctx ended.
+const rollbackTimeout = 5 * time.Second
+
+// inTx runs fn as pessimisticmysql.InTxValue does: in a transaction of its
+// own on a Beginner, and in a savepoint of the caller's *sql.Tx (see
+// inSavepoint), where InTxValue alone would leave fn's failed work, and
+// the id, for the caller's COMMIT.
+func inTx[T any](ctx context.Context, ib *Inbox, fn func(ctx context.Context, tx *sql.Tx) (T, error)) (T, error) {
+	if _, ok := ib.db.(*sql.Tx); ok {
+		return pessimisticmysql.InTxValue(ctx, ib.db, ib.cfg.TxOptions, func(ctx context.Context, tx *sql.Tx) (T, error) {
+			return inSavepoint(ctx, tx, fn)
+		})
+	}
+	return pessimisticmysql.InTxValue(ctx, ib.db, ib.cfg.TxOptions, fn)
+}
 
 // errSkip ends a transaction that has nothing to commit (a duplicate, a
 // refused gap): it is rolled back, and the caller gets no error.
@@ -139,8 +214,13 @@ func New(db DBTX, cfg *inbox.Config) (*Inbox, error) {
 // fn receives the transaction; it must do its writes through it. On a
 // Beginner the transaction is retried on deadlocks (Config.TxOptions), so
 // fn may run more than once but commits at most once. On a *sql.Tx the
-// caller opened, Handle runs once inside it and the caller's COMMIT makes
-// both durable.
+// caller opened, Handle runs once inside it, in a savepoint: if fn fails
+// or panics, the transaction is rolled back to the savepoint (the id and
+// fn's writes undone, the caller's own writes and InnoDB's row locks
+// kept), so a caller that commits anyway has not recorded the id and the
+// redelivery runs fn; if fn succeeds, the caller's COMMIT makes both
+// durable. (A deadlock rolls back the caller's whole transaction: the
+// error says so.)
 //
 // Errors: before any I/O, inbox.ErrInvalidID (empty, over-long or non
 // UTF-8 ids) and concurkit.ErrInvalidArgument (nil fn); fn's own error,
@@ -156,7 +236,7 @@ func (ib *Inbox) Handle(ctx context.Context, consumer, msgID string, fn func(ctx
 	if err := spec.Fn(pkg, fn); err != nil {
 		return false, err
 	}
-	processed, err = pessimisticmysql.InTxValue(ctx, ib.db, ib.cfg.TxOptions, func(ctx context.Context, tx *sql.Tx) (bool, error) {
+	processed, err = inTx(ctx, ib, func(ctx context.Context, tx *sql.Tx) (bool, error) {
 		now := ib.cfg.Now()
 		args := []any{consumer, msgID, now}
 		if ib.cfg.Window > 0 {
@@ -207,8 +287,10 @@ func (ib *Inbox) Handle(ctx context.Context, consumer, msgID string, fn func(ctx
 // producers run in parallel. Transactions, fn and the errors are as for
 // Handle, plus concurkit.ErrInvalidArgument for seq < 1. On an error other
 // than a gap the result is the zero SeqResult. In a *sql.Tx the caller
-// opened, the producer's row stays locked until that transaction ends,
-// whatever the outcome (nothing is rolled back inside it).
+// opened, HandleSequence runs in a savepoint as Handle does (a failed fn,
+// a duplicate or a refused gap leave the sequence where it was), and the
+// producer's row stays locked until that transaction ends, whatever the
+// outcome (InnoDB keeps the locks taken after a savepoint).
 func (ib *Inbox) HandleSequence(ctx context.Context, consumer, producer string, seq int64, fn func(ctx context.Context, tx *sql.Tx) error) (inbox.SeqResult, error) {
 	if err := spec.IDs(pkg, "consumer", consumer, "producer", producer); err != nil {
 		return inbox.SeqResult{}, err
@@ -220,24 +302,24 @@ func (ib *Inbox) HandleSequence(ctx context.Context, consumer, producer string, 
 		return inbox.SeqResult{}, err
 	}
 	var res inbox.SeqResult
-	err := pessimisticmysql.InTx(ctx, ib.db, ib.cfg.TxOptions, func(ctx context.Context, tx *sql.Tx) error {
+	_, err := inTx(ctx, ib, func(ctx context.Context, tx *sql.Tx) (struct{}, error) {
 		now := ib.cfg.Now()
 		r, err := tx.ExecContext(ctx, ib.lockSeq, consumer, producer, now)
 		if err != nil {
-			return fmt.Errorf("%s: read sequence of producer %q: %w", pkg, producer, err)
+			return struct{}{}, fmt.Errorf("%s: read sequence of producer %q: %w", pkg, producer, err)
 		}
 		last, err := r.LastInsertId()
 		if err != nil {
-			return fmt.Errorf("%s: read sequence of producer %q: %w", pkg, producer, err)
+			return struct{}{}, fmt.Errorf("%s: read sequence of producer %q: %w", pkg, producer, err)
 		}
 		res = spec.Decide(consumer, producer, last, seq, ib.cfg.Gaps)
 		if !res.Applied {
-			return errSkip // nothing to record: roll back the lock (and a new row)
+			return struct{}{}, errSkip // nothing to record: roll back the lock (and a new row)
 		}
 		if _, err := tx.ExecContext(ctx, ib.advance, seq, now, consumer, producer); err != nil {
-			return fmt.Errorf("%s: record sequence %d of producer %q: %w", pkg, seq, producer, err)
+			return struct{}{}, fmt.Errorf("%s: record sequence %d of producer %q: %w", pkg, seq, producer, err)
 		}
-		return fn(ctx, tx)
+		return struct{}{}, fn(ctx, tx)
 	})
 	switch {
 	case errors.Is(err, errSkip):

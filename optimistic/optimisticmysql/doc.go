@@ -8,8 +8,11 @@
 // CAS (UPDATE … WHERE key = ? AND version = ?), one round trip on success
 // whatever the DSN's clientFoundRows setting (a matching row always
 // changes, since its version moves). Only a miss costs a second statement,
-// a locking read of the key, which tells a conflict from a missing row
-// even inside an older REPEATABLE READ snapshot. The session's
+// a read of the key that tells a conflict from a missing row: a locking
+// read on a *sql.Tx or *sql.Conn (correct even inside an older REPEATABLE
+// READ snapshot), a plain autocommit read on a *sql.DB (the newest
+// committed row, without queueing behind the row's lock holders). The
+// session's
 // LAST_INSERT_ID() is not touched. Both statements are built, validated
 // and quoted once per (Table, set columns) and cached.
 //

@@ -161,6 +161,11 @@ var defaultStore = sync.OnceValues(func() (*Store, error) { return newStore(nil,
 // and the rows are claimable again. A batch whose mark or COMMIT fails
 // after publish succeeded is published again later (at least once).
 //
+// A row that cannot be read into a Message (headers that are not a JSON
+// object of strings, written by other code) is handed to publish with its
+// batch, flagged with outbox.Message.Malformed, instead of failing the
+// claim.
+//
 // It makes one attempt (a retried claim would publish again): the Relay's
 // loop retries. Errors: concurkit.ErrInvalidArgument for n outside
 // [1, outbox.MaxBatchSize] or a nil publish; publish's error, unchanged;
@@ -206,9 +211,7 @@ func (s *Store) lock(ctx context.Context, tx *sql.Tx, n int) ([]outbox.Message, 
 		if err := rows.Scan(&id, &m.ID, &m.Topic, &m.Key, &m.Payload, &headers, &created); err != nil {
 			return nil, nil, fmt.Errorf("%s: claim: %w", pkg, err)
 		}
-		if m.Headers, err = spec.Headers(pkg, headers); err != nil {
-			return nil, nil, err
-		}
+		spec.Headers(&m, headers)
 		if m.Payload == nil {
 			m.Payload = []byte{}
 		}

@@ -150,6 +150,11 @@ var defaultStore = sync.OnceValues(func() (*Store, error) { return newStore(nil,
 // are claimable again at once. A batch whose mark or COMMIT fails after
 // publish succeeded is published again later (at least once).
 //
+// A row that cannot be read into a Message (headers that are not a JSON
+// object of strings, written by other code) is handed to publish with its
+// batch, flagged with outbox.Message.Malformed, instead of failing the
+// claim.
+//
 // It makes one attempt (a retried claim would publish again): the Relay's
 // loop retries. Errors: concurkit.ErrInvalidArgument for n outside
 // [1, outbox.MaxBatchSize] or a nil publish; publish's error, unchanged;
@@ -192,9 +197,7 @@ func (s *Store) lock(ctx context.Context, tx pgx.Tx, n int) ([]outbox.Message, [
 		if err := rows.Scan(&id, &m.ID, &m.Topic, &m.Key, &m.Payload, &headers, &m.CreatedAt); err != nil {
 			return nil, nil, fmt.Errorf("%s: claim: %w", pkg, err)
 		}
-		if m.Headers, err = spec.Headers(pkg, headers); err != nil {
-			return nil, nil, err
-		}
+		spec.Headers(&m, headers)
 		m.CreatedAt = m.CreatedAt.UTC()
 		msgs, ids = append(msgs, m), append(ids, id)
 	}

@@ -173,8 +173,9 @@ func (l *Limiter) Allow(ctx context.Context, key string, limit ratelimit.Limit) 
 // not valid for the Limiter's algorithm (ratelimit.Limit.Validate), n < 1,
 // n more than the limit admits at once, or a clock reading outside
 // 1970…2200. Driver errors are wrapped (a missing table is SQLSTATE
-// 42P01: run migrations.Up) and match ctx.Err() when ctx ended the call;
-// the request may then have been counted.
+// 42P01: run migrations.Up), name the key by ratelimit.KeyID (no error
+// contains the key) and match ctx.Err() when ctx ended the call; the
+// request may then have been counted.
 func (l *Limiter) AllowN(ctx context.Context, key string, limit ratelimit.Limit, n int64) (ratelimit.Decision, error) {
 	if err := l.check(); err != nil {
 		return ratelimit.Decision{}, err

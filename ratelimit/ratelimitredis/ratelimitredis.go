@@ -124,7 +124,8 @@ func (l *Limiter) Allow(ctx context.Context, key string, limit ratelimit.Limit) 
 // or zero Limiter, an empty key, a key longer than ratelimit.MaxKeyLen or
 // not valid UTF-8, a limit that is not valid for the Limiter's algorithm
 // (ratelimit.Limit.Validate), n < 1, n more than the limit admits at once,
-// or a clock reading outside 1970…2200. Errors of the server are wrapped,
+// or a clock reading outside 1970…2200. Errors of the server are wrapped
+// (naming the key by ratelimit.KeyID: no error contains the key),
 // and match ctx.Err() when ctx ended the call; the request may then have
 // been counted (never twice, unless the client retried the script).
 func (l *Limiter) AllowN(ctx context.Context, key string, limit ratelimit.Limit, n int64) (ratelimit.Decision, error) {

@@ -13,7 +13,10 @@
 // context ends during a write on a *sql.DB, the statement is stopped on
 // the server (KILL QUERY) or reported as outcome unknown, never left to
 // commit later unseen. Times are stored in UTC, bound and read as text,
-// so the DSN's parseTime and loc settings do not matter.
+// so the DSN's parseTime and loc settings do not matter. No statement
+// depends on the order in which the server evaluates assignments, so the
+// claim holds under every sql_mode, MariaDB's SIMULTANEOUS_ASSIGNMENT
+// included (tested with both).
 //
 // The package imports the MySQL driver and the standard library, nothing
 // of pgx or the AWS SDK.

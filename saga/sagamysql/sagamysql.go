@@ -51,16 +51,22 @@ const (
 	selected = "saga_key, definition, definition_version, input, input_hash, status, steps, last_error, claim, " +
 		"CAST(lease_until AS CHAR), CAST(created_at AS CHAR), CAST(updated_at AS CHAR)"
 	// myClaim inserts the instance or, if it exists unfinished with its
-	// lease free or ended, sets our claim; the later assignments test
-	// "claim = ours" because MySQL evaluates them left to right, after
-	// claim changed. Whether the claim is ours is read back with myLoad:
-	// the affected-rows count depends on the DSN's clientFoundRows.
-	myClaim = "INSERT INTO %[1]s (" + columns + ", revision) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)\n" +
+	// lease free or ended, takes the lease. Every assignment repeats the
+	// condition, which reads only status (never assigned) and lease_until
+	// (assigned last), so each one sees the row's old values whatever the
+	// sql_mode: MySQL evaluates the assignments left to right, each seeing
+	// the ones before it, but MariaDB's SIMULTANEOUS_ASSIGNMENT evaluates
+	// all of them on the old row, and a test of "claim = ours" after
+	// setting claim would then never take the lease (two runners both
+	// claimed one saga). Whether the claim is ours is read back with
+	// myLoad: the affected-rows count depends on the DSN's clientFoundRows.
+	myClaimFree = "status IN ('running', 'compensating') AND (lease_until IS NULL OR lease_until <= ?)"
+	myClaim     = "INSERT INTO %[1]s (" + columns + ", revision) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)\n" +
 		"ON DUPLICATE KEY UPDATE\n" +
-		"claim = IF(status IN ('running', 'compensating') AND (lease_until IS NULL OR lease_until <= ?), ?, claim),\n" +
-		"revision = IF(claim = ?, revision + 1, revision),\n" +
-		"updated_at = IF(claim = ?, ?, updated_at),\n" +
-		"lease_until = IF(claim = ?, ?, lease_until)"
+		"claim = IF(" + myClaimFree + ", ?, claim),\n" +
+		"revision = IF(" + myClaimFree + ", revision + 1, revision),\n" +
+		"updated_at = IF(" + myClaimFree + ", ?, updated_at),\n" +
+		"lease_until = IF(" + myClaimFree + ", ?, lease_until)"
 	myLoad = "SELECT " + selected + " FROM %[1]s WHERE saga_key = ?"
 	// mySave and myExtend are fenced by the claim; revision always
 	// changes, so a matched row counts as affected whatever
@@ -115,11 +121,11 @@ func (s *Store) Claim(ctx context.Context, fresh *saga.Record, now time.Time) (*
 	if err != nil {
 		return nil, false, err
 	}
-	lease, updated := nullTime(fresh.LeaseUntil), timeText(fresh.Updated)
+	lease, updated, at := nullTime(fresh.LeaseUntil), timeText(fresh.Updated), timeText(now)
 	_, err = mysqlcancel.Exec(ctx, s.db, s.claim,
 		fresh.Key, fresh.Definition, fresh.Version, []byte(fresh.Input), fresh.InputHash, string(fresh.Status), steps, fresh.Error,
 		fresh.Claim, lease, timeText(fresh.Created), updated,
-		timeText(now), fresh.Claim, fresh.Claim, fresh.Claim, updated, fresh.Claim, lease)
+		at, fresh.Claim, at, at, updated, at, lease)
 	if err != nil {
 		return nil, false, fmt.Errorf("sagamysql: claim: %w", err)
 	}

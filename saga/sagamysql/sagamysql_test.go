@@ -93,6 +93,24 @@ func harnessFor(t *testing.T, dsn string) *sagatest.Harness {
 			slices.Sort(keys)
 			return keys, rows.Err()
 		},
+		LockRow: func(t *testing.T, key string) (time.Time, func()) {
+			tx, err := db.BeginTx(t.Context(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			unlock := func() { _ = tx.Rollback() }
+			var lease string
+			if err := tx.QueryRowContext(t.Context(), "SELECT CAST(lease_until AS CHAR) FROM concurkit_sagas WHERE saga_key = ? FOR UPDATE", key).Scan(&lease); err != nil {
+				unlock()
+				t.Fatal(err)
+			}
+			at, err := time.ParseInLocation("2006-01-02 15:04:05.999999", lease, time.UTC)
+			if err != nil {
+				unlock()
+				t.Fatal(err)
+			}
+			return at, unlock
+		},
 		Load:       main.Load,
 		Unfinished: main.Unfinished,
 	}
@@ -140,6 +158,41 @@ func TestSuiteDSNOptions(t *testing.T) {
 		}
 		return harnessFor(t, cfg.FormatDSN())
 	})
+}
+
+// TestSuiteSimultaneousAssignment runs the suite on sessions with
+// MariaDB's sql_mode SIMULTANEOUS_ASSIGNMENT, in which every assignment of
+// an UPDATE (and of ON DUPLICATE KEY UPDATE) reads the row's old values
+// instead of those assigned to its left: the claim must not depend on the
+// evaluation order (ClaimIsExclusive, ConcurrentResume).
+func TestSuiteSimultaneousAssignment(t *testing.T) {
+	sagatest.Run(t, func(t *testing.T) *sagatest.Harness {
+		dsn := simultaneousDSN(t, testkit.MySQLDSN(t))
+		var mode string
+		if err := testkit.MySQLFor(t, dsn).QueryRowContext(t.Context(), "SELECT @@SESSION.sql_mode").Scan(&mode); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(mode, "SIMULTANEOUS_ASSIGNMENT") {
+			t.Fatalf("session sql_mode %q", mode)
+		}
+		return harnessFor(t, dsn)
+	})
+}
+
+// simultaneousDSN returns dsn with SIMULTANEOUS_ASSIGNMENT added to the
+// server's sql_mode on every connection (the driver sends DSN parameters
+// it does not know as SET statements).
+func simultaneousDSN(t *testing.T, dsn string) string {
+	t.Helper()
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	cfg.Params["sql_mode"] = "CONCAT(@@sql_mode, ',SIMULTANEOUS_ASSIGNMENT')"
+	return cfg.FormatDSN()
 }
 
 func TestBadInput(t *testing.T) {

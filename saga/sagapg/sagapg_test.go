@@ -92,6 +92,19 @@ func harness(t *testing.T) *sagatest.Harness {
 			slices.Sort(keys)
 			return keys, rows.Err()
 		},
+		LockRow: func(t *testing.T, key string) (time.Time, func()) {
+			tx, err := pool.Begin(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			unlock := func() { _ = tx.Rollback(context.WithoutCancel(t.Context())) }
+			var lease time.Time
+			if err := tx.QueryRow(t.Context(), "SELECT lease_until FROM concurkit_sagas WHERE saga_key = $1 FOR UPDATE", key).Scan(&lease); err != nil {
+				unlock()
+				t.Fatal(err)
+			}
+			return lease, unlock
+		},
 		Load:       main.Load,
 		Unfinished: main.Unfinished,
 	}

@@ -5,6 +5,7 @@
 package spec
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -115,16 +116,20 @@ func Prepare(pkg string, tx any, m outbox.Message, now time.Time) (Row, error) {
 	return r, nil
 }
 
-// Headers decodes a stored headers column (nil or empty: no headers).
-func Headers(pkg string, b []byte) (map[string]string, error) {
+// Headers decodes a stored headers column into m (nil or empty: no
+// headers). A column that is not a JSON object of strings (a row written
+// by other code) sets m.Malformed instead of failing the claim: one such
+// row must not stop the relay for good.
+func Headers(m *outbox.Message, b []byte) {
 	if len(b) == 0 {
-		return nil, nil
+		return
 	}
 	var h map[string]string
 	if err := json.Unmarshal(b, &h); err != nil {
-		return nil, fmt.Errorf("%s: decode headers: %w", pkg, err)
+		m.Malformed = &outbox.MalformedError{Column: "headers", Stored: bytes.Clone(b), Err: err}
+		return
 	}
-	return h, nil
+	m.Headers = h
 }
 
 // Claim validates Claim's arguments.

@@ -29,8 +29,18 @@ func Invalid(pkg, format string, args ...any) error {
 // go-redis does with ContextTimeoutEnabled) reports an i/o timeout at the
 // deadline, possibly before ctx.Err() is set: a deadline that has passed
 // counts as context.DeadlineExceeded.
+//
+// The key is named by ratelimit.KeyID, never quoted: it may be a secret.
+// The store's own message is redacted too, should it echo the key (a
+// server error quoting a value): every occurrence of a key of
+// minRedactLen bytes or more is replaced by its KeyID. The error still
+// unwraps to the store's error, for errors.Is and errors.As.
 func StoreError(ctx context.Context, pkg, key string, err error) error {
-	err = fmt.Errorf("%s: key %q: %w", pkg, key, err)
+	msg := err.Error()
+	if len(key) >= minRedactLen {
+		msg = strings.ReplaceAll(msg, key, ratelimit.KeyID(key))
+	}
+	err = &redacted{msg: pkg + ": " + ratelimit.KeyID(key) + ": " + msg, err: err}
 	cerr := ctx.Err()
 	if dl, ok := ctx.Deadline(); cerr == nil && ok && !time.Now().Before(dl) {
 		cerr = context.DeadlineExceeded
@@ -40,6 +50,21 @@ func StoreError(ctx context.Context, pkg, key string, err error) error {
 	}
 	return err
 }
+
+// minRedactLen is the shortest key whose occurrences StoreError removes
+// from a store's message: a shorter one is no secret worth hiding and would
+// mangle the message (the key "1" in "127.0.0.1").
+const minRedactLen = 4
+
+// redacted is an error whose message is given (the key redacted) and which
+// unwraps to the original.
+type redacted struct {
+	msg string
+	err error
+}
+
+func (e *redacted) Error() string { return e.msg }
+func (e *redacted) Unwrap() error { return e.err }
 
 // Algorithm checks a Config's algorithm.
 func Algorithm(pkg string, a ratelimit.Algorithm) error {
@@ -115,9 +140,9 @@ func Key(pkg, key string) error {
 	case len(key) > ratelimit.MaxKeyLen:
 		return Invalid(pkg, "key of %d bytes: at most %d", len(key), ratelimit.MaxKeyLen)
 	case !utf8.ValidString(key):
-		return Invalid(pkg, "key %q is not valid UTF-8", key)
+		return Invalid(pkg, "%s is not valid UTF-8", ratelimit.KeyID(key))
 	case strings.IndexByte(key, 0) >= 0:
-		return Invalid(pkg, "key %q contains a NUL byte", key)
+		return Invalid(pkg, "%s contains a NUL byte", ratelimit.KeyID(key))
 	}
 	return nil
 }

@@ -20,19 +20,58 @@ import (
 type MemoryStore struct {
 	mu    *sync.Mutex
 	recs  map[string]*saga.Record
+	locks map[string]chan struct{} // LockRow: closed at unlock
 	dead  atomic.Bool
 	saves atomic.Int64 // Saves and Extends that succeeded
 }
 
 // NewMemory returns an empty store.
 func NewMemory() *MemoryStore {
-	return &MemoryStore{mu: new(sync.Mutex), recs: map[string]*saga.Record{}}
+	return &MemoryStore{mu: new(sync.Mutex), recs: map[string]*saga.Record{}, locks: map[string]chan struct{}{}}
 }
 
 // Handle returns another handle on the same records (a second
 // "connection"), alive whatever happens to m.
 func (m *MemoryStore) Handle() *MemoryStore {
-	return &MemoryStore{mu: m.mu, recs: m.recs}
+	return &MemoryStore{mu: m.mu, recs: m.recs, locks: m.locks}
+}
+
+// LockRow makes Claim, Save and Extend of key wait (until unlock, or their
+// context ends) as a row lock held by another transaction would, and
+// returns the lease end stored now.
+func (m *MemoryStore) LockRow(key string) (leaseUntil time.Time, unlock func()) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ch := make(chan struct{})
+	m.locks[key] = ch
+	if r, ok := m.recs[key]; ok {
+		leaseUntil = r.LeaseUntil
+	}
+	var once sync.Once
+	return leaseUntil, func() {
+		once.Do(func() {
+			m.mu.Lock()
+			delete(m.locks, key)
+			m.mu.Unlock()
+			close(ch)
+		})
+	}
+}
+
+// wait waits until key is not locked by LockRow, or ctx ends.
+func (m *MemoryStore) wait(ctx context.Context, key string) error {
+	m.mu.Lock()
+	ch := m.locks[key]
+	m.mu.Unlock()
+	if ch == nil {
+		return nil
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // ErrKilled is returned by a killed MemoryStore.
@@ -54,6 +93,9 @@ func clone(r *saga.Record) *saga.Record {
 
 // Claim implements saga.Store.
 func (m *MemoryStore) Claim(ctx context.Context, fresh *saga.Record, now time.Time) (*saga.Record, bool, error) {
+	if err := m.wait(ctx, fresh.Key); err != nil {
+		return nil, false, err
+	}
 	if err := m.check(ctx); err != nil {
 		return nil, false, err
 	}
@@ -73,6 +115,9 @@ func (m *MemoryStore) Claim(ctx context.Context, fresh *saga.Record, now time.Ti
 
 // Save implements saga.Store.
 func (m *MemoryStore) Save(ctx context.Context, rec *saga.Record) error {
+	if err := m.wait(ctx, rec.Key); err != nil {
+		return err
+	}
 	if err := m.check(ctx); err != nil {
 		return err
 	}
@@ -90,6 +135,9 @@ func (m *MemoryStore) Save(ctx context.Context, rec *saga.Record) error {
 
 // Extend implements saga.Store.
 func (m *MemoryStore) Extend(ctx context.Context, key string, claim int64, until time.Time) error {
+	if err := m.wait(ctx, key); err != nil {
+		return err
+	}
 	if err := m.check(ctx); err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package sagatest
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,6 +38,11 @@ type Harness struct {
 	Load func(ctx context.Context, key string) (*saga.Record, error)
 	// Unfinished lists the instances a recovery job would resume at now.
 	Unfinished func(ctx context.Context, now time.Time, limit int) ([]*saga.Record, error)
+	// LockRow locks the row of instance key from another transaction
+	// (SELECT … FOR UPDATE), so that the stores' writes of it wait, and
+	// returns its lease end read under the lock, and the function that
+	// releases the lock (idempotent; also called at cleanup).
+	LockRow func(t *testing.T, key string) (leaseUntil time.Time, unlock func())
 }
 
 // EffectsDDL creates the suite's effects table, per dialect.
@@ -59,11 +65,14 @@ func Run(t *testing.T, newHarness func(t *testing.T) *Harness) {
 		{"CrashBetweenActionAndRecord", CrashBetweenActionAndRecord},
 		{"CancelBetweenActionAndRecord", CancelBetweenActionAndRecord},
 		{"ConcurrentRunners", ConcurrentRunners},
+		{"ConcurrentResume", ConcurrentResume},
+		{"ClaimIsExclusive", ClaimIsExclusive},
 		{"LeaseTakeoverFencesOldRunner", LeaseTakeoverFencesOldRunner},
 		{"RetryableErrorRetriesStep", RetryableErrorRetriesStep},
 		{"DefinitionAndInputMismatch", DefinitionAndInputMismatch},
 		{"BadInputWritesNothing", BadInputWritesNothing},
 		{"AwkwardValues", AwkwardValues},
+		{"StepEndsWithLeaseWhileExtendBlocked", StepEndsWithLeaseWhileExtendBlocked},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newHarness(t)) })
@@ -547,11 +556,54 @@ func CancelBetweenActionAndRecord(t *testing.T, h *Harness) {
 // runs (step 1 waits for all of them to have been turned away), then the
 // stored result. Each action runs exactly once.
 func ConcurrentRunners(t *testing.T, h *Harness) {
-	const runners = 8
 	f := newFixture(t, h)
+	race(t, h, f, "o8", "do s1")
+	for _, s := range []string{"s1", "s2", "s3", "s4"} {
+		if n := f.n("do " + s); n != 1 {
+			t.Errorf("action %s ran %d times, want 1", s, n)
+		}
+	}
+	f.effects("o8:s1", "o8:s2", "o8:s3", "o8:s4")
+}
+
+// ConcurrentResume: an instance interrupted in step 2 (its runner's
+// context cancelled, the lease released) is resumed by eight runners at
+// once, as recovery jobs on several hosts would: the claim of an existing
+// row with a free lease is as exclusive as the insert of a new one. One
+// runs step 2 again and completes; the others are turned away.
+func ConcurrentResume(t *testing.T, h *Harness) {
+	f := newFixture(t, h)
+	ctx, cancel := context.WithCancel(t.Context())
+	f.on("do s2", func(c context.Context, _ *saga.Call[Order], n int, apply func() error) error {
+		if n == 1 {
+			cancel()
+			return c.Err()
+		}
+		return apply()
+	})
+	if _, err := f.def(1, 1).Run(ctx, h.Store(t), "o12", Order{ID: "o12"}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled Run: %v", err)
+	}
+	if rec := f.status("o12", saga.Running, done, running, pending, pending); !rec.LeaseUntil.IsZero() {
+		t.Fatalf("the cancelled runner kept its lease until %v", rec.LeaseUntil)
+	}
+	race(t, h, f, "o12", "do s2")
+	if f.n("do s1") != 1 || f.n("do s2") != 2 || f.n("do s3") != 1 || f.n("do s4") != 1 {
+		t.Errorf("calls %v: want s2 twice (the interrupted run and one resumer), every other step once", f.calls)
+	}
+	f.effects("o12:s1", "o12:s2", "o12:s3", "o12:s4")
+}
+
+// race runs eight runners of f's definition on key at once, each on its own
+// store, and checks that one ran it and the seven others were turned away
+// (ErrInProgress) while it ran: the action gate waits until all seven have
+// been turned away before it applies its effect.
+func race(t *testing.T, h *Harness, f *fixture, key, gate string) {
+	t.Helper()
+	const runners = 8
 	var turnedAway atomic.Int32
 	allAway := make(chan struct{})
-	f.on("do s1", func(ctx context.Context, _ *saga.Call[Order], _ int, apply func() error) error {
+	f.on(gate, func(ctx context.Context, _ *saga.Call[Order], _ int, apply func() error) error {
 		select {
 		case <-allAway:
 		case <-time.After(20 * time.Second):
@@ -577,7 +629,7 @@ func ConcurrentRunners(t *testing.T, h *Harness) {
 			<-start
 			away := false
 			for {
-				res, err := d.Run(t.Context(), stores[i], "o8", Order{ID: "o8"})
+				res, err := d.Run(t.Context(), stores[i], key, Order{ID: key})
 				if errors.Is(err, saga.ErrInProgress) {
 					if !away {
 						away = true
@@ -612,19 +664,119 @@ func ConcurrentRunners(t *testing.T, h *Harness) {
 			fresh++
 		}
 		var out Out
-		if err := results[i].Output("s4", &out); err != nil || out != (Out{Step: "s4", Order: "o8"}) {
+		if err := results[i].Output("s4", &out); err != nil || out != (Out{Step: "s4", Order: key}) {
 			t.Errorf("runner %d: output %+v %v", i, out, err)
 		}
 	}
 	if fresh != 1 || turnedAway.Load() != runners-1 {
 		t.Errorf("%d runners ran the saga, %d were turned away; want 1 and %d", fresh, turnedAway.Load(), runners-1)
 	}
-	for _, s := range []string{"s1", "s2", "s3", "s4"} {
-		if n := f.n("do " + s); n != 1 {
-			t.Errorf("action %s ran %d times, want 1", s, n)
+}
+
+// ClaimIsExclusive checks Store.Claim itself on an existing unfinished
+// instance whose lease is free (released) or ended: the first Claim takes
+// the lease — claim, lease end and update time, all three — and a second
+// Claim at the same instant finds it taken and changes nothing. Then, in
+// rounds, eight Claims on their own connections race for a released
+// instance: exactly one claims, and the stored claim is the winner's.
+func ClaimIsExclusive(t *testing.T, h *Harness) {
+	ctx := t.Context()
+	st := h.Store(t)
+	clock := NewClock()
+	for _, released := range []bool{true, false} {
+		key := fmt.Sprintf("claim-released-%v", released)
+		now := clock.Now()
+		first, claimed, err := st.Claim(ctx, claimRecord(key, 1, now), now)
+		if err != nil || !claimed {
+			t.Fatalf("%s: insert: %v %v", key, claimed, err)
+		}
+		if released {
+			first.Claim, first.LeaseUntil = 1, time.Time{}
+			if err := st.Save(ctx, first); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			clock.Advance(TTL) // the lease ends
+		}
+		clock.Advance(time.Second)
+		now = clock.Now()
+		a := claimRecord(key, 2, now)
+		got, claimed, err := st.Claim(ctx, a, now)
+		if err != nil || !claimed || got.Claim != 2 {
+			t.Fatalf("%s: first Claim of the free instance: claimed %v, %+v, %v", key, claimed, got, err)
+		}
+		b := claimRecord(key, 3, now)
+		if got, claimed, err := st.Claim(ctx, b, now); err != nil || claimed || got.Claim != 2 {
+			t.Errorf("%s: second Claim at the same instant: claimed %v (claim %d), %v; want not claimed, claim 2", key, claimed, got.Claim, err)
+		}
+		rec, err := h.Load(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Claim != 2 || !rec.LeaseUntil.Equal(a.LeaseUntil) || !rec.Updated.Equal(a.Updated) {
+			t.Errorf("%s: stored claim %d lease %v updated %v; want claim 2 lease %v updated %v",
+				key, rec.Claim, rec.LeaseUntil, rec.Updated, a.LeaseUntil, a.Updated)
 		}
 	}
-	f.effects("o8:s1", "o8:s2", "o8:s3", "o8:s4")
+
+	const rounds, claimers = 20, 8
+	stores := make([]saga.Store, claimers)
+	for i := range stores {
+		stores[i] = h.Store(t)
+	}
+	for r := range rounds {
+		key := fmt.Sprint("claim-race-", r)
+		now := clock.Now()
+		rec, claimed, err := st.Claim(ctx, claimRecord(key, 1, now), now)
+		if err != nil || !claimed {
+			t.Fatalf("%s: insert: %v %v", key, claimed, err)
+		}
+		rec.LeaseUntil = time.Time{}
+		if err := st.Save(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		won := make([]bool, claimers)
+		errs := make([]error, claimers)
+		for i := range claimers {
+			wg.Go(func() {
+				<-start
+				_, won[i], errs[i] = stores[i].Claim(ctx, claimRecord(key, int64(10+i), now), now)
+			})
+		}
+		close(start)
+		wg.Wait()
+		var winners []int64
+		for i := range claimers {
+			if errs[i] != nil {
+				t.Fatalf("%s: claimer %d: %v", key, i, errs[i])
+			}
+			if won[i] {
+				winners = append(winners, int64(10+i))
+			}
+		}
+		stored, err := h.Load(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(winners) != 1 || stored.Claim != winners[0] {
+			t.Fatalf("%s: %d concurrent Claims of a released instance claimed it (claims %v), stored claim %d; want exactly one",
+				key, len(winners), winners, stored.Claim)
+		}
+	}
+}
+
+// claimRecord is a fresh one-step instance key for Claim, claimed by claim
+// at now with a lease of TTL.
+func claimRecord(key string, claim int64, now time.Time) *saga.Record {
+	in := []byte(`{"id":"` + key + `"}`)
+	sum := sha256.Sum256(in)
+	return &saga.Record{
+		Key: key, Definition: "order", Version: 1, Input: in, InputHash: sum[:], Status: saga.Running,
+		Steps: []saga.StepRecord{{Name: "s1", Status: saga.StepPending}},
+		Claim: claim, LeaseUntil: now.Add(TTL), Created: now, Updated: now,
+	}
 }
 
 // LeaseTakeoverFencesOldRunner: a runner paused in step 2 past its lease
@@ -679,6 +831,86 @@ func LeaseTakeoverFencesOldRunner(t *testing.T, h *Harness) {
 		t.Errorf("calls %v", f.calls)
 	}
 	f.effects("o9:s1", "o9:s2", "o9:s3", "o9:s4")
+}
+
+// StepEndsWithLeaseWhileExtendBlocked: while a step runs, another
+// transaction locks the instance's row, so the heartbeat's extensions wait
+// behind the lock (and time out) and the lease cannot be renewed. The
+// step's context must end, with ErrLeaseLost as its cause, no later than
+// the lease stored under the lock, whatever the extension in flight does;
+// the next runner then resumes the step and completes. Real clock, a 3 s
+// lease.
+func StepEndsWithLeaseWhileExtendBlocked(t *testing.T, h *Harness) {
+	const ttl = 3 * time.Second
+	type ending struct {
+		at    time.Time
+		cause error
+	}
+	inStep, ended := make(chan struct{}), make(chan ending, 1)
+	var calls atomic.Int32
+	d, err := saga.New("blocked", 1, &saga.Config{LeaseTTL: ttl, Retry: retry.Policy{MaxAttempts: 1}},
+		saga.NewStep("wait", func(ctx context.Context, _ *saga.Call[Order]) (int, error) {
+			if calls.Add(1) > 1 {
+				return 1, nil
+			}
+			close(inStep)
+			select {
+			case <-ctx.Done():
+				ended <- ending{time.Now(), context.Cause(ctx)}
+			case <-time.After(30 * time.Second):
+				ended <- ending{time.Now(), errors.New("the step's context did not end within 30 s")}
+			}
+			return 0, ctx.Err()
+		}, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	runErr := make(chan error, 1)
+	go func() { _, err := d.Run(ctx, h.Store(t), "blocked", Order{ID: "blocked"}); runErr <- err }()
+	select {
+	case <-inStep:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the runner did not reach its step within 20 s")
+	}
+	lease, unlock := h.LockRow(t, "blocked")
+	t.Cleanup(unlock)
+	e := <-ended
+	if !errors.Is(e.cause, saga.ErrLeaseLost) {
+		t.Fatalf("the step's context ended with cause %v, want ErrLeaseLost", e.cause)
+	}
+	if e.at.After(lease) {
+		t.Errorf("the step's context ended at %s, %v after its lease ended at %s (extensions blocked): another runner could claim while it ran",
+			e.at.Format(time.RFC3339Nano), e.at.Sub(lease), lease.Format(time.RFC3339Nano))
+	}
+	select {
+	case err := <-runErr:
+		if !errors.Is(err, saga.ErrLeaseLost) {
+			t.Fatalf("Run: %v, want ErrLeaseLost", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not return within 20 s of its step")
+	}
+	unlock()
+	// The next runner resumes the step once the lease has passed.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := d.Run(ctx, h.Store(t), "blocked", Order{ID: "blocked"})
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, saga.ErrInProgress) || time.Now().After(deadline) {
+			t.Fatalf("resuming Run: %v", err)
+		}
+		rec, err := h.Load(ctx, "blocked")
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Until(rec.LeaseUntil) + time.Millisecond) // wall-clock lease expiry
+	}
+	if n := calls.Load(); n != 2 {
+		t.Errorf("step called %d times, want 2", n)
+	}
 }
 
 // RetryableErrorRetriesStep: a retryable error retries the action within
