@@ -324,3 +324,88 @@ func TestFrozenMasterCleanupInBackground(t *testing.T) {
 		t.Fatalf("Release = %v", err)
 	}
 }
+
+// TestAbandonedAcquireCleanedAfterThaw: two of three masters are frozen
+// while an Acquire tries and gives up. Its requests stay queued in them;
+// the clients give up on them, and a single compare-and-delete per
+// master, bounded by CleanupTimeout, cannot reach them either. When they
+// thaw after that, the queued SETs run: the locker must still remove
+// those locks (each master's straggler keeps cleaning up until the master
+// answers), so another holder gets the key long before the 20 s TTL, and
+// must never delete that holder's lock.
+func TestAbandonedAcquireCleanedAfterThaw(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts goredis.Options
+		wait time.Duration // until every request to the frozen masters ended and a delete after it gave up
+	}{
+		{"ContextTimeoutEnabled", goredis.Options{ContextTimeoutEnabled: true}, redlock.DefaultCleanupTimeout + 500*time.Millisecond},
+		// 4 tries of 300 ms, up to 512 ms of backoff between them.
+		{"ReadTimeout 300ms", goredis.Options{ReadTimeout: 300 * time.Millisecond}, 4*time.Second + redlock.DefaultCleanupTimeout},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			procs := testkit.StartRedis(t, 3)
+			clients := func(opts goredis.Options) []*goredis.Client {
+				cs := make([]*goredis.Client, len(procs))
+				for i, p := range procs {
+					o := opts
+					o.Addr = p.Addr
+					cs[i] = goredis.NewClient(&o)
+					t.Cleanup(func() { _ = cs[i].Close() })
+				}
+				return cs
+			}
+			src := &counter{}
+			l, err := redlock.New(clients(tc.opts), &redlock.Config{Source: src})
+			if err != nil {
+				t.Fatal(err)
+			}
+			other, err := redlock.New(clients(goredis.Options{ContextTimeoutEnabled: true}), &redlock.Config{Source: src})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := t.Context()
+			wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+			defer wcancel()
+			warm, err := l.Acquire(wctx, "warm-up", nil) // connections, the scripts loaded
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := warm.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			l.Quiesce()
+
+			procs[0].Freeze(t)
+			procs[1].Freeze(t)
+			actx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			_, err = l.Acquire(actx, "k", &distlock.Options{TTL: 20 * time.Second})
+			cancel()
+			if !errors.Is(err, distlock.ErrNotAcquired) {
+				t.Fatalf("Acquire, 2 of 3 masters frozen = %v, want ErrNotAcquired", err)
+			}
+			// Time passing is the fault: the masters thaw only after a
+			// delete bounded by CleanupTimeout would have given up.
+			time.Sleep(tc.wait)
+			procs[0].Thaw(t)
+			procs[1].Thaw(t)
+
+			wctx, wcancel = context.WithTimeout(ctx, 10*time.Second)
+			defer wcancel()
+			start := time.Now()
+			b, err := other.Acquire(wctx, "k", &distlock.Options{TTL: 30 * time.Second})
+			if err != nil {
+				t.Fatalf("Acquire after the thaw = %v after %v: the abandoned attempts' locks were left behind", err, time.Since(start).Round(time.Millisecond))
+			}
+			within(t, "Acquire after the thaw", time.Since(start), 8*time.Second)
+			l.Quiesce() // every straggler and cleanup has ended
+			if err := b.Extend(ctx, 30*time.Second); err != nil {
+				t.Fatalf("the later holder's Extend after the cleanups = %v (a cleanup deleted its lock?)", err)
+			}
+			if err := b.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
