@@ -266,6 +266,82 @@ func await(t testing.TB, what string, ch <-chan struct{}, limit time.Duration) {
 	}
 }
 
+// frozenClientOptions are go-redis's defaults (no socket deadline from
+// the context) and the same with ContextTimeoutEnabled (the context's
+// deadline on the socket, its cancellation ignored).
+var frozenClientOptions = []struct {
+	name string
+	opts goredis.Options
+}{
+	{"default options", goredis.Options{}},
+	{"ContextTimeoutEnabled", goredis.Options{ContextTimeoutEnabled: true}},
+}
+
+// TestCancelWhileFrozen: a context cancelled (context.WithCancel, long
+// before its deadline) ends every call at once against a frozen server,
+// whatever the client options. go-redis with ContextTimeoutEnabled puts a
+// context's deadline on the socket but never watches its cancellation: a
+// request run on the caller's goroutine returned at the deadline (an
+// Acquire cancelled at 200 ms after 4 s), and so did an Extend in flight
+// that Release must cancel.
+func TestCancelWhileFrozen(t *testing.T) {
+	for _, tc := range frozenClientOptions {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			procs := testkit.StartRedis(t, 1)
+			o := tc.opts
+			o.Addr = procs[0].Addr
+			c := goredis.NewClient(&o)
+			t.Cleanup(func() { _ = c.Close() })
+			calls := newScriptCalls()
+			c.AddHook(calls)
+			l, err := redislock.New(c, &redislock.Config{Source: &counter{}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := t.Context()
+			held, err := l.Acquire(ctx, "held", &distlock.Options{TTL: 30 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			procs[0].Freeze(t)
+
+			// A deadline far away, a cancellation soon.
+			dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
+			defer dcancel()
+			actx, acancel := context.WithCancel(dctx)
+			stop := time.AfterFunc(200*time.Millisecond, acancel)
+			start := time.Now()
+			_, err = l.Acquire(actx, "other", nil)
+			stop.Stop()
+			acancel()
+			within(t, "Acquire cancelled at 200ms (deadline 10s), server frozen", time.Since(start), 3*time.Second)
+			if !errors.Is(err, distlock.ErrNotAcquired) || !errors.Is(err, context.Canceled) {
+				t.Errorf("Acquire = %v, want ErrNotAcquired and context.Canceled", err)
+			}
+
+			// Release cancels an Extend in flight.
+			calls.drain()
+			extended := make(chan error, 1)
+			go func() { extended <- held.Extend(dctx, 30*time.Second) }()
+			await(t, "the Extend's request", calls.started, 10*time.Second)
+			start = time.Now()
+			_ = held.Release(dctx) // unconfirmed: the server is frozen
+			select {
+			case err := <-extended:
+				within(t, "Extend in flight, after Release (server frozen)", time.Since(start), 3*time.Second)
+				if !errors.Is(err, distlock.ErrLeaseLost) {
+					t.Errorf("Extend cancelled by Release = %v, want ErrLeaseLost", err)
+				}
+			case <-time.After(15 * time.Second):
+				t.Fatal("Extend in flight still running 15 s after Release")
+			}
+			procs[0].Thaw(t)
+			l.Quiesce()
+		})
+	}
+}
+
 // TestAbandonedAcquireCleanedAfterThaw: an Acquire given up on while the
 // server is frozen leaves its request queued in the server, and the
 // client gives up on it too; a single compare-and-delete, bounded by

@@ -275,8 +275,8 @@ func (l *Locker) newLease(hooks *observe.Hooks, key string, keys redisnode.Keys,
 		CleanupTimeout: l.cfg.CleanupTimeout,
 		AutoExtend:     o.AutoExtend,
 		Backend: lease.Backend{
-			// Both callbacks return by ctx's deadline whatever the client
-			// options; a request given up on finishes in the background.
+			// Extend returns by ctx's end whatever the client options; a
+			// request given up on finishes in the background.
 			Extend: func(ctx context.Context, ttl time.Duration) error {
 				if drift := lease.DefaultDrift(ttl); ttl <= drift {
 					// PX would be (near) zero: the lock would vanish at once.
@@ -294,9 +294,10 @@ func (l *Locker) newLease(hooks *observe.Hooks, key string, keys redisnode.Keys,
 				return nil
 			},
 			Release: func(ctx context.Context) error {
-				// ctx ignores the caller's cancellation and ends at
-				// CleanupTimeout: the delete is cut short only by that.
-				res, err, _ := redisnode.Request(ctx, ctx, l.honours, &l.bg, func(ctx context.Context) (int64, error) {
+				// ctx ignores the caller's cancellation and ends only at
+				// CleanupTimeout (the lease's contract): the delete is cut
+				// short by that alone, so nobody waits on another context.
+				res, err, _ := redisnode.Request(context.Background(), ctx, l.honours, &l.bg, func(ctx context.Context) (int64, error) {
 					return l.scripts.Release(ctx, l.client, keys, value)
 				}, nil)
 				if err != nil {

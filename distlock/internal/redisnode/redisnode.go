@@ -253,8 +253,9 @@ func Value(tok fenced.Token) string {
 // socket reads and writes. go-redis does so only with
 // Options.ContextTimeoutEnabled; otherwise a request to a hung (frozen,
 // not dead) server blocks for the client's ReadTimeout and retries,
-// whatever the context says. Only a *redis.Client is trusted: a cluster
-// client or ring may block elsewhere (slot map reloads).
+// whatever the context says. Even then it never watches a context's
+// cancellation. Only a *redis.Client is trusted: a cluster client or ring
+// may block elsewhere (slot map reloads).
 func HonoursDeadline(c goredis.Scripter) bool {
 	cl, ok := c.(*goredis.Client)
 	return ok && cl.Options().ContextTimeoutEnabled
@@ -262,8 +263,8 @@ func HonoursDeadline(c goredis.Scripter) bool {
 
 // Background runs and tracks the goroutines a Locker leaves behind:
 // requests it stopped waiting for and the cleanups that follow them. Each
-// is bounded by the client's own timeouts or a cleanup timeout. The zero
-// value is ready to use.
+// is bounded by the client's own timeouts or a cleanup's deadline. The
+// zero value is ready to use.
 type Background struct{ wg sync.WaitGroup }
 
 // Go runs f in a tracked goroutine.
@@ -274,18 +275,22 @@ func (b *Background) Wait() { b.wg.Wait() }
 
 // Request runs call(reqCtx) and returns its answer, or the context error
 // as soon as ctx or reqCtx ends, whichever comes first, whatever the
-// client's options. reqCtx is what the request itself runs under
-// (usually ctx; a delete that should outlive the caller's wait passes a
-// detached, bounded context). When honours is true and the client would
-// stop by itself no later than the caller wants to (ctx can never end, or
-// reqCtx's deadline is not after ctx's), call runs on the caller's
-// goroutine. Otherwise call runs in a goroutine of bg; if Request stops
-// waiting (abandoned is true) that goroutine runs orphan, if not nil,
-// with the late answer once call returns, so what a request did after
-// its caller gave up can be undone in order, after it.
+// client's options. ctx is what the caller waits on: it may be cancelled
+// at any moment. reqCtx is what the request itself runs under: ctx, or a
+// detached context that ends only at its deadline (a delete that should
+// outlive the caller's wait, bounded by a cleanup timeout).
+//
+// call runs on the caller's goroutine only when nobody can stop waiting
+// before the client returns by itself: ctx can never end, and reqCtx can
+// never end either or ends at a deadline that honours says the client
+// puts on its socket. No client stops a request on a context's
+// cancellation (go-redis with ContextTimeoutEnabled applies only the
+// deadline), so otherwise call runs in a goroutine of bg. If Request
+// stops waiting (abandoned is true) that goroutine runs orphan, if not
+// nil, with the late answer once call returns, so what a request did
+// after its caller gave up can be undone in order, after it.
 func Request(ctx, reqCtx context.Context, honours bool, bg *Background, call func(ctx context.Context) (int64, error), orphan func(n int64, err error)) (n int64, err error, abandoned bool) {
-	if (honours && stopsInTime(ctx, reqCtx)) || (ctx.Done() == nil && reqCtx.Done() == nil) {
-		// The client stops in time, or nobody would ever stop waiting.
+	if ctx.Done() == nil && (reqCtx.Done() == nil || honours && hasDeadline(reqCtx)) {
 		n, err = call(reqCtx)
 		return n, err, false
 	}
@@ -329,19 +334,9 @@ func Request(ctx, reqCtx context.Context, honours bool, bg *Background, call fun
 	return 0, reqCtx.Err(), true
 }
 
-// stopsInTime reports whether a request on reqCtx, with a client that
-// honours deadlines, returns no later than the caller waiting on ctx
-// wants it to.
-func stopsInTime(ctx, reqCtx context.Context) bool {
-	if ctx.Done() == nil {
-		return true // the caller waits as long as it takes
-	}
-	dc, ok := ctx.Deadline()
-	if !ok {
-		return false // a cancellation without deadline: only a goroutine can stop waiting at once
-	}
-	dr, ok := reqCtx.Deadline()
-	return ok && !dr.After(dc)
+func hasDeadline(ctx context.Context) bool {
+	_, ok := ctx.Deadline()
+	return ok
 }
 
 // Attempt makes one acquisition attempt with the token in *tok, minting
