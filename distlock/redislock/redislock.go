@@ -58,11 +58,11 @@ type Config struct {
 	// DefaultPollMin (1 ms) and DefaultPollMax (50 ms).
 	PollMin, PollMax time.Duration
 	// FenceTTL is how long the fence key (the highest token that acquired
-	// a lock key) outlives the lock: every acquisition and extension sets
-	// its expiry to the lock's TTL plus FenceTTL (never shortening it), so
-	// it lives as long as the lock is held, however often it is extended,
-	// and FenceTTL after the lock's release or expiry at least. Zero
-	// means DefaultFenceTTL (24 h).
+	// a lock key) outlives the lock: every acquisition and extension makes
+	// it live at least the lock's TTL plus FenceTTL from then, so it lives
+	// as long as the lock is held, however often it is extended, and
+	// FenceTTL past the lock's release or expiry. Zero means
+	// DefaultFenceTTL (24 h).
 	FenceTTL time.Duration
 	// CleanupTimeout bounds each Release (together with the caller's
 	// deadline). The cleanup of an acquisition whose outcome is unknown
@@ -105,10 +105,13 @@ var _ distlock.Locker = (*Locker)(nil)
 // New returns a Locker that takes locks on client (a *redis.Client,
 // *redis.Ring or *redis.ClusterClient of github.com/redis/go-redis/v9) and
 // mints fencing tokens from cfg.Source. Any client options work: every
-// call returns by its context's deadline even when the client does not
-// apply deadlines to the socket (go-redis without ContextTimeoutEnabled);
-// with ContextTimeoutEnabled a request given up on also ends at once
-// instead of at the client's ReadTimeout. It does no I/O. It returns an
+// call returns by its context's deadline, or at once when the context is
+// cancelled, even when the client does not apply deadlines to the socket
+// (go-redis without ContextTimeoutEnabled) and although no client watches
+// a cancellation; with ContextTimeoutEnabled a request given up on also
+// ends at the context's deadline instead of at the client's ReadTimeout.
+// The client's own retries (go-redis's MaxRetries) are safe: a retried
+// acquire or release is answered like the first try. It does no I/O. It returns an
 // error matching concurkit.ErrInvalidArgument for a nil client (also a
 // typed nil such as a nil *redis.Client), a nil cfg or cfg.Source, or a
 // negative Config field.

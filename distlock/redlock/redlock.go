@@ -91,10 +91,10 @@ type Config struct {
 	PollMin, PollMax time.Duration
 	// FenceTTL is how long each master's fence key (the highest token that
 	// acquired a lock key) outlives the lock: every acquisition and
-	// extension sets its expiry to the lock's TTL plus FenceTTL (never
-	// shortening it), so it lives as long as the lock is held, however
-	// often it is extended, and FenceTTL after the lock's release or
-	// expiry at least. Zero means DefaultFenceTTL (24 h).
+	// extension makes it live at least the lock's TTL plus FenceTTL from
+	// then, so it lives as long as the lock is held, however often it is
+	// extended, and FenceTTL past the lock's release or expiry. Zero means
+	// DefaultFenceTTL (24 h).
 	FenceTTL time.Duration
 	// CleanupTimeout bounds each master's compare-and-delete on Release,
 	// and so how long Release waits for a majority to answer. The deletes
@@ -210,7 +210,8 @@ func (l *Locker) Quorum() int {
 // down) are retried with full-jitter backoff (Config.PollMin/PollMax);
 // the attempt's lock is deleted in the background on every master that
 // took it or did not answer, each delete sent after that master's acquire
-// request returned. A retry first asks one random master and goes on to
+// request returned and retried until the master answers (see the package
+// doc, Hung masters). A retry first asks one random master and goes on to
 // the others only if that one accepted (or did not answer), so polling a
 // busy lock costs one request per poll.
 //
