@@ -57,8 +57,9 @@ func TestFenceOutlivesExtendedLock(t *testing.T) {
 	if err := b.Extend(ctx, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	lockTTL := c.PTTL(ctx, redislock.LockKey(key)).Val()
+	// The fence first: read later, the lock's PTTL can only be lower.
 	fenceTTL := c.PTTL(ctx, redislock.FenceKey(key)).Val()
+	lockTTL := c.PTTL(ctx, redislock.LockKey(key)).Val()
 	if fenceTTL < lockTTL {
 		t.Errorf("after Extend(10s): fence record PTTL %v < lock PTTL %v", fenceTTL, lockTTL)
 	}

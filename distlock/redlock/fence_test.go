@@ -57,8 +57,9 @@ func TestFenceOutlivesExtendedLock(t *testing.T) {
 	}
 	holder.Quiesce() // every master answered
 	for i, c := range cs {
-		lockTTL := c.PTTL(ctx, redlock.LockKey(key)).Val()
+		// The fence first: read later, the lock's PTTL can only be lower.
 		fenceTTL := c.PTTL(ctx, redlock.FenceKey(key)).Val()
+		lockTTL := c.PTTL(ctx, redlock.LockKey(key)).Val()
 		if fenceTTL < lockTTL {
 			t.Errorf("master %d after Extend(10s): fence record PTTL %v < lock PTTL %v", i, fenceTTL, lockTTL)
 		}
