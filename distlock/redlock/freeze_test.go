@@ -282,12 +282,16 @@ func TestFrozenMasterCleanupInBackground(t *testing.T) {
 		}
 		return cs
 	}
-	src := &counter{}
-	a, err := redlock.New(clients(), &redlock.Config{Source: src})
+	// NodeTimeout 200 ms, not the default 50 ms: the live masters must
+	// answer in time on a loaded machine (under a load average of 15 a
+	// TryAcquire got 2 of 4 in 50 ms); the bounds below are still far
+	// below CleanupTimeout (1 s), which is what the test is about.
+	cfg := &redlock.Config{Source: &counter{}, NodeTimeout: 200 * time.Millisecond}
+	a, err := redlock.New(clients(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := redlock.New(clients(), &redlock.Config{Source: src})
+	b, err := redlock.New(clients(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
