@@ -35,8 +35,12 @@
 // once instead of taking the lock with a token storage would reject. A
 // token is therefore reused across attempts while the lock is merely busy
 // (no round trip to the source per poll) and replaced only when it went
-// stale. Should the fence key be lost (server restart without persistence,
-// FenceTTL elapsed) ordering falls back to the storage check alone: a late
+// stale. Every acquisition and every extension sets the fence key's
+// expiry to at least the lock's TTL plus Config.FenceTTL, so the fence key
+// lives as long as the lock is held, however often it is extended, and
+// FenceTTL past its release or expiry. Should the fence key be lost
+// anyway (a server restart without persistence, FenceTTL elapsed after
+// the lock ended) ordering falls back to the storage check alone: a late
 // holder with a lower token is rejected by fenced, never its successor.
 //
 // # Keys
@@ -50,18 +54,47 @@
 // fence record of "x"). Locks taken by versions before this layout used the
 // bare key; do not run old and new versions against the same locks.
 //
-// # Hung servers
+// # Client retries
 //
-// Every call returns by its context's deadline whatever the client's
-// options: go-redis applies a context deadline to the socket only with
-// Options.ContextTimeoutEnabled, so with other options the request runs in
-// a goroutine the caller stops waiting for. A request given up on finishes
-// in the background (by the client's ReadTimeout, 5 s by default, or at
-// once with ContextTimeoutEnabled), and an acquisition given up on deletes
-// the lock it may have taken right after its request returns, so a frozen
-// server that thaws does not keep the key locked until its TTL. Release
-// waits for the caller's deadline or CleanupTimeout, whichever is sooner;
-// a delete that never reaches the server leaves the lock to its TTL.
+// go-redis retries a request whose answer did not arrive (a read timeout,
+// a dropped connection; MaxRetries 3 by default) although the server may
+// have applied it. The scripts answer a retry as they answered the first
+// try: an acquire that finds the lock holding its own value has acquired
+// it (the expiry is reset), and a release that finds the key gone while
+// the fence key still holds its token has released it. Release reports
+// distlock.ErrLeaseLost only when another holder acquired the key since
+// (another value holds the lock, or the fence key moved past the lease's
+// token); a lock that vanished while nobody acquired it after the lease
+// (an expiry nobody used, an operator's DEL) counts as released, since
+// nobody held it after the lease.
+//
+// # Hung servers and cancellation
+//
+// Every call returns by its context's deadline, and at once when its
+// context is cancelled, whatever the client's options: go-redis applies a
+// context's deadline to the socket only with Options.ContextTimeoutEnabled,
+// and never watches its cancellation, so a request under a context that
+// can end runs in a goroutine the caller stops waiting for (a context that
+// can never end, such as context.Background(), keeps it on the caller's
+// goroutine). A request given up on finishes in the background (by the
+// client's ReadTimeout, 5 s by default, or at the context's deadline with
+// ContextTimeoutEnabled).
+//
+// An acquisition whose outcome is unknown (its request failed, or was
+// given up on: it may still be queued in a frozen server) is retired in
+// the background once its request returned: a script deletes the lock if
+// it holds the acquisition's value and raises the fence key above its
+// token, so that the SET, should it run only later, is refused as stale.
+// The script is retried until the server answers, for up to the lock's
+// TTL (at least Config.CleanupTimeout) after the request returned: a
+// server that thaws within that time never keeps the key locked for an
+// acquisition its caller gave up on, and a later holder's lock is never
+// deleted. (A waiter whose token is not above the retired one is told its
+// token is stale and mints a fresh one.) A server frozen longer
+// may still apply the queued SET when it thaws; that lock expires by its
+// TTL. Release waits for the caller's deadline or CleanupTimeout,
+// whichever is sooner; a delete that never reaches the server leaves the
+// lock to its TTL.
 //
 // Every Locker of one lock key must mint from the same Source (one
 // sequence shared by all instances): the per-key highest-token check

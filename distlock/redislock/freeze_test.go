@@ -207,3 +207,228 @@ func TestFrozenServerHeldLease(t *testing.T) {
 	}
 	_ = ls.Release(ctx)
 }
+
+// scriptCalls is a go-redis hook that reports the script calls (EVALSHA,
+// EVAL) of one client: when each starts, and when one fails other than
+// with NOSCRIPT (go-redis then sends EVAL itself).
+type scriptCalls struct {
+	started, failed chan struct{}
+}
+
+func newScriptCalls() *scriptCalls {
+	return &scriptCalls{started: make(chan struct{}, 1000), failed: make(chan struct{}, 1000)}
+}
+
+func (h *scriptCalls) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+
+func (h *scriptCalls) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return next
+}
+
+func (h *scriptCalls) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		name := cmd.Name()
+		script := name == "evalsha" || name == "eval"
+		if script {
+			signal(h.started)
+		}
+		err := next(ctx, cmd)
+		if script && err != nil && !goredis.HasErrorPrefix(err, "NOSCRIPT") {
+			signal(h.failed)
+		}
+		return err
+	}
+}
+
+// drain forgets the calls reported so far.
+func (h *scriptCalls) drain() {
+	for _, ch := range []chan struct{}{h.started, h.failed} {
+		for len(ch) > 0 {
+			<-ch
+		}
+	}
+}
+
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// await waits for a value on ch, failing the test after limit.
+func await(t testing.TB, what string, ch <-chan struct{}, limit time.Duration) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(limit):
+		t.Fatalf("%s: nothing after %v", what, limit)
+	}
+}
+
+// frozenClientOptions are go-redis's defaults (no socket deadline from
+// the context) and the same with ContextTimeoutEnabled (the context's
+// deadline on the socket, its cancellation ignored).
+var frozenClientOptions = []struct {
+	name string
+	opts goredis.Options
+}{
+	{"default options", goredis.Options{}},
+	{"ContextTimeoutEnabled", goredis.Options{ContextTimeoutEnabled: true}},
+}
+
+// TestCancelWhileFrozen: a context cancelled (context.WithCancel, long
+// before its deadline) ends every call at once against a frozen server,
+// whatever the client options. go-redis with ContextTimeoutEnabled puts a
+// context's deadline on the socket but never watches its cancellation: a
+// request run on the caller's goroutine returned at the deadline (an
+// Acquire cancelled at 200 ms after 4 s), and so did an Extend in flight
+// that Release must cancel.
+func TestCancelWhileFrozen(t *testing.T) {
+	for _, tc := range frozenClientOptions {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			procs := testkit.StartRedis(t, 1)
+			o := tc.opts
+			o.Addr = procs[0].Addr
+			c := goredis.NewClient(&o)
+			t.Cleanup(func() { _ = c.Close() })
+			calls := newScriptCalls()
+			c.AddHook(calls)
+			l, err := redislock.New(c, &redislock.Config{Source: &counter{}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := t.Context()
+			held, err := l.Acquire(ctx, "held", &distlock.Options{TTL: 30 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			procs[0].Freeze(t)
+
+			// A deadline far away, a cancellation soon.
+			dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
+			defer dcancel()
+			actx, acancel := context.WithCancel(dctx)
+			stop := time.AfterFunc(200*time.Millisecond, acancel)
+			start := time.Now()
+			_, err = l.Acquire(actx, "other", nil)
+			stop.Stop()
+			acancel()
+			within(t, "Acquire cancelled at 200ms (deadline 10s), server frozen", time.Since(start), 3*time.Second)
+			if !errors.Is(err, distlock.ErrNotAcquired) || !errors.Is(err, context.Canceled) {
+				t.Errorf("Acquire = %v, want ErrNotAcquired and context.Canceled", err)
+			}
+
+			// Release cancels an Extend in flight.
+			calls.drain()
+			extended := make(chan error, 1)
+			go func() { extended <- held.Extend(dctx, 30*time.Second) }()
+			await(t, "the Extend's request", calls.started, 10*time.Second)
+			start = time.Now()
+			_ = held.Release(dctx) // unconfirmed: the server is frozen
+			select {
+			case err := <-extended:
+				within(t, "Extend in flight, after Release (server frozen)", time.Since(start), 3*time.Second)
+				if !errors.Is(err, distlock.ErrLeaseLost) {
+					t.Errorf("Extend cancelled by Release = %v, want ErrLeaseLost", err)
+				}
+			case <-time.After(15 * time.Second):
+				t.Fatal("Extend in flight still running 15 s after Release")
+			}
+			procs[0].Thaw(t)
+			l.Quiesce()
+		})
+	}
+}
+
+// TestAbandonedAcquireCleanedAfterThaw: an Acquire given up on while the
+// server is frozen leaves its request queued in the server, and the
+// client gives up on it too; a single compare-and-delete, bounded by
+// CleanupTimeout, cannot reach the server either. When the server thaws
+// after that, the queued SET runs: the locker must still remove the lock
+// (it keeps cleaning up until the server answers), so another holder gets
+// the key long before its 20 s TTL, and must never delete that holder's
+// lock.
+func TestAbandonedAcquireCleanedAfterThaw(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		opts       goredis.Options
+		deadline   bool // give up by a deadline, else by cancellation
+		endsFrozen bool // the client gives up on the request while the server is frozen
+	}{
+		{"ContextTimeoutEnabled, deadline", goredis.Options{ContextTimeoutEnabled: true}, true, true},
+		{"ReadTimeout 300ms, cancel", goredis.Options{ReadTimeout: 300 * time.Millisecond}, false, true},
+		{"default options, cancel", goredis.Options{}, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			procs := testkit.StartRedis(t, 1)
+			o := tc.opts
+			o.Addr = procs[0].Addr
+			c := goredis.NewClient(&o)
+			t.Cleanup(func() { _ = c.Close() })
+			calls := newScriptCalls()
+			c.AddHook(calls)
+			src := &counter{}
+			l, err := redislock.New(c, &redislock.Config{Source: src})
+			if err != nil {
+				t.Fatal(err)
+			}
+			other, err := redislock.New(testkit.RedisClient(t, procs[0].Addr, ""), &redislock.Config{Source: src})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := t.Context()
+			warm, err := l.TryAcquire(ctx, "warm-up", nil) // a connection, the scripts loaded
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := warm.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+
+			procs[0].Freeze(t)
+			calls.drain()
+			var actx context.Context
+			var cancel context.CancelFunc
+			if tc.deadline {
+				actx, cancel = context.WithTimeout(ctx, 300*time.Millisecond)
+			} else {
+				actx, cancel = context.WithCancel(ctx)
+				stop := time.AfterFunc(300*time.Millisecond, cancel)
+				defer stop.Stop()
+			}
+			_, err = l.Acquire(actx, "k", &distlock.Options{TTL: 20 * time.Second})
+			cancel()
+			if !errors.Is(err, distlock.ErrNotAcquired) {
+				t.Fatalf("Acquire, server frozen = %v, want ErrNotAcquired", err)
+			}
+			if tc.endsFrozen {
+				await(t, "the client giving up on the acquire request", calls.failed, 30*time.Second)
+			}
+			// Time passing is the fault: the server thaws only after a
+			// delete bounded by CleanupTimeout would have given up.
+			time.Sleep(redislock.DefaultCleanupTimeout + 500*time.Millisecond)
+			procs[0].Thaw(t)
+
+			wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+			defer wcancel()
+			start := time.Now()
+			b, err := other.Acquire(wctx, "k", &distlock.Options{TTL: 30 * time.Second})
+			if err != nil {
+				v, _ := c.Get(ctx, redislock.LockKey("k")).Result()
+				t.Fatalf("Acquire after the thaw = %v after %v: the key holds %q with PTTL %v (the abandoned acquisition's lock was left behind)",
+					err, time.Since(start).Round(time.Millisecond), v, c.PTTL(ctx, redislock.LockKey("k")).Val())
+			}
+			within(t, "Acquire after the thaw", time.Since(start), 8*time.Second)
+			l.Quiesce() // every cleanup has ended
+			if err := b.Extend(ctx, 30*time.Second); err != nil {
+				t.Fatalf("the later holder's Extend after the cleanups = %v (a cleanup deleted its lock?)", err)
+			}
+			if err := b.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

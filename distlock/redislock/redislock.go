@@ -58,12 +58,17 @@ type Config struct {
 	// DefaultPollMin (1 ms) and DefaultPollMax (50 ms).
 	PollMin, PollMax time.Duration
 	// FenceTTL is how long the fence key (the highest token that acquired
-	// a lock key) outlives the last acquisition. Zero means
-	// DefaultFenceTTL (24 h). It is raised to the lock TTL if shorter.
+	// a lock key) outlives the lock: every acquisition and extension makes
+	// it live at least the lock's TTL plus FenceTTL from then, so it lives
+	// as long as the lock is held, however often it is extended, and
+	// FenceTTL past the lock's release or expiry. Zero means
+	// DefaultFenceTTL (24 h).
 	FenceTTL time.Duration
 	// CleanupTimeout bounds each Release (together with the caller's
-	// deadline) and each best-effort delete, run in the background, of a
-	// lock whose acquisition outcome is unknown. Zero means
+	// deadline). The cleanup of an acquisition whose outcome is unknown
+	// (its request failed or was given up on) runs in the background and
+	// is retried until the server answers, for up to the lock's TTL but
+	// at least CleanupTimeout (see the package doc). Zero means
 	// DefaultCleanupTimeout (1 s).
 	CleanupTimeout time.Duration
 }
@@ -100,10 +105,13 @@ var _ distlock.Locker = (*Locker)(nil)
 // New returns a Locker that takes locks on client (a *redis.Client,
 // *redis.Ring or *redis.ClusterClient of github.com/redis/go-redis/v9) and
 // mints fencing tokens from cfg.Source. Any client options work: every
-// call returns by its context's deadline even when the client does not
-// apply deadlines to the socket (go-redis without ContextTimeoutEnabled);
-// with ContextTimeoutEnabled a request given up on also ends at once
-// instead of at the client's ReadTimeout. It does no I/O. It returns an
+// call returns by its context's deadline, or at once when the context is
+// cancelled, even when the client does not apply deadlines to the socket
+// (go-redis without ContextTimeoutEnabled) and although no client watches
+// a cancellation; with ContextTimeoutEnabled a request given up on also
+// ends at the context's deadline instead of at the client's ReadTimeout.
+// The client's own retries (go-redis's MaxRetries) are safe: a retried
+// acquire or release is answered like the first try. It does no I/O. It returns an
 // error matching concurkit.ErrInvalidArgument for a nil client (also a
 // typed nil such as a nil *redis.Client), a nil cfg or cfg.Source, or a
 // negative Config field.
@@ -211,26 +219,26 @@ func (l *Locker) margin(ttl time.Duration) time.Duration {
 // earlier attempt, or zero; it is replaced when the server says a higher
 // token already acquired the key (then the attempt is repeated at once).
 func (l *Locker) try(ctx context.Context, key string, keys redisnode.Keys, o distlock.Options, tok *fenced.Token) (*lease.Lease, error) {
-	fenceTTL := max(l.cfg.FenceTTL, o.TTL)
 	budget := o.TTL - lease.DefaultDrift(o.TTL) - l.margin(o.TTL) // > 0: checked by resolve
 	return redisnode.Attempt(ctx, l.cfg.Source, pkg, key, tok, func(tok fenced.Token, value string) (*lease.Lease, bool, error) {
 		start := time.Now() // the server's TTL starts no earlier than this
 		res, err, abandoned := redisnode.Request(ctx, ctx, l.honours, &l.bg,
 			func(ctx context.Context) (int64, error) {
-				return l.scripts.Acquire(ctx, l.client, keys, value, o.TTL, tok, fenceTTL)
+				return l.scripts.Acquire(ctx, l.client, keys, value, o.TTL, tok, l.cfg.FenceTTL)
 			},
 			func(n int64, err error) { // the request outlived ctx: undo it, after it
 				if err != nil || n == redisnode.Acquired {
-					l.cleanup(ctx, keys, value)
+					l.retire(ctx, keys, value, tok, o.TTL)
 				}
 			})
 		if err != nil {
-			// Unknown outcome: the SET may have been applied. An abandoned
-			// request cleans up after itself once it returns.
+			// Unknown outcome: the SET may have been applied, or may still
+			// be queued in the server. An abandoned request retires the
+			// acquisition itself once it returns.
 			if !abandoned {
-				l.bg.Go(func() { l.cleanup(ctx, keys, value) })
+				l.bg.Go(func() { l.retire(ctx, keys, value, tok, o.TTL) })
 			}
-			if cerr := ctx.Err(); cerr != nil {
+			if cerr := redisnode.Ended(ctx); cerr != nil {
 				return nil, false, errors.Join(distlock.ErrNotAcquired, cerr)
 			}
 			return nil, false, fmt.Errorf("redislock: acquire %q: %w", key, err)
@@ -240,12 +248,12 @@ func (l *Locker) try(ctx context.Context, key string, keys redisnode.Keys, o dis
 			if time.Since(start) >= budget {
 				// The answer came too late to leave any validity: a lease
 				// born expired is useless, and the lock must go.
-				l.bg.Go(func() { l.cleanup(ctx, keys, value) })
+				l.bg.Go(func() { l.retire(ctx, keys, value, tok, o.TTL) })
 				return nil, false, fmt.Errorf("%w: %q: acquired after its validity (%v) was used up", distlock.ErrNotAcquired, key, budget)
 			}
 			ls, err := l.newLease(observe.FromContext(ctx), key, keys, tok, value, o, start)
 			if err != nil {
-				l.bg.Go(func() { l.cleanup(ctx, keys, value) })
+				l.bg.Go(func() { l.retire(ctx, keys, value, tok, o.TTL) })
 				return nil, false, err
 			}
 			return ls, false, nil
@@ -270,15 +278,15 @@ func (l *Locker) newLease(hooks *observe.Hooks, key string, keys redisnode.Keys,
 		CleanupTimeout: l.cfg.CleanupTimeout,
 		AutoExtend:     o.AutoExtend,
 		Backend: lease.Backend{
-			// Both callbacks return by ctx's deadline whatever the client
-			// options; a request given up on finishes in the background.
+			// Extend returns by ctx's end whatever the client options; a
+			// request given up on finishes in the background.
 			Extend: func(ctx context.Context, ttl time.Duration) error {
 				if drift := lease.DefaultDrift(ttl); ttl <= drift {
 					// PX would be (near) zero: the lock would vanish at once.
 					return fmt.Errorf("%w: redislock: TTL %v leaves no validity after the drift %v", concurkit.ErrInvalidArgument, ttl, drift)
 				}
 				res, err, _ := redisnode.Request(ctx, ctx, l.honours, &l.bg, func(ctx context.Context) (int64, error) {
-					return l.scripts.Extend(ctx, l.client, keys, value, ttl)
+					return l.scripts.Extend(ctx, l.client, keys, value, ttl, l.cfg.FenceTTL)
 				}, nil)
 				if err != nil {
 					return fmt.Errorf("redislock: extend %q: %w", key, err)
@@ -289,16 +297,17 @@ func (l *Locker) newLease(hooks *observe.Hooks, key string, keys redisnode.Keys,
 				return nil
 			},
 			Release: func(ctx context.Context) error {
-				// ctx ignores the caller's cancellation and ends at
-				// CleanupTimeout: the delete is cut short only by that.
-				res, err, _ := redisnode.Request(ctx, ctx, l.honours, &l.bg, func(ctx context.Context) (int64, error) {
+				// ctx ignores the caller's cancellation and ends only at
+				// CleanupTimeout (the lease's contract): the delete is cut
+				// short by that alone, so nobody waits on another context.
+				res, err, _ := redisnode.Request(context.Background(), ctx, l.honours, &l.bg, func(ctx context.Context) (int64, error) {
 					return l.scripts.Release(ctx, l.client, keys, value)
 				}, nil)
 				if err != nil {
 					return fmt.Errorf("redislock: release %q: %w", key, err)
 				}
 				if res == 0 {
-					return fmt.Errorf("%w: redislock: %q was no longer held by this lease", distlock.ErrLeaseLost, key)
+					return fmt.Errorf("%w: redislock: %q was no longer held by this lease (another holder acquired it since)", distlock.ErrLeaseLost, key)
 				}
 				return nil
 			},
@@ -306,11 +315,17 @@ func (l *Locker) newLease(hooks *observe.Hooks, key string, keys redisnode.Keys,
 	})
 }
 
-// cleanup deletes the lock if it still holds value, ignoring errors: it
-// runs in the background after a request whose outcome is unknown, on a
-// context that the caller's cancellation cannot cut short.
-func (l *Locker) cleanup(ctx context.Context, keys redisnode.Keys, value string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.CleanupTimeout)
-	defer cancel()
-	_, _ = l.scripts.Release(ctx, l.client, keys, value)
+// retire undoes an acquisition with value and tok whose outcome is
+// unknown, or that must not stand: it runs the retire script (delete the
+// lock if it holds value, raise the fence record above tok, so that the
+// SET is refused should it reach the server only later) until the server
+// answers, for up to the lock's TTL (at least CleanupTimeout). It runs in
+// the background, on a context the caller's cancellation cannot cut
+// short. A server frozen for longer than that may still apply the SET when
+// it thaws; the lock then expires by its TTL.
+func (l *Locker) retire(ctx context.Context, keys redisnode.Keys, value string, tok fenced.Token, ttl time.Duration) {
+	until := time.Now().Add(max(ttl, l.cfg.CleanupTimeout))
+	_, _ = redisnode.Persist(context.WithoutCancel(ctx), until, func(ctx context.Context) (int64, error) {
+		return l.scripts.Retire(ctx, l.client, keys, value, tok, ttl, l.cfg.FenceTTL)
+	})
 }

@@ -20,7 +20,9 @@
 // higher than its successor's.
 //
 // Each master also remembers the highest token that acquired the key
-// (FenceKey) and refuses lower tokens. Any two majorities share a
+// (FenceKey) and refuses lower tokens; every acquisition and extension
+// makes that record live at least the lock's TTL plus Config.FenceTTL, so
+// it outlives the lock however long it is held. Any two majorities share a
 // master, so a token lower than one that already acquired can never gather
 // a majority: tokens increase strictly in acquisition order. A waiter keeps
 // its token while the lock is busy and mints a new one only when a master
@@ -38,12 +40,30 @@
 // Options.ContextTimeoutEnabled): with one master frozen (SIGSTOP) and
 // default options, Acquire, TryAcquire and Extend take milliseconds and
 // Release at most NodeTimeout, and a TTL of 2 s still leaves ~1.8 s of
-// validity. Requests the caller stopped waiting for finish in per-master
-// goroutines (by the client's ReadTimeout, 5 s by default, or at once
-// with ContextTimeoutEnabled); each deletes what its acquire may have set
-// once it returns if the attempt failed or the lease was released
-// meanwhile. A delete sent while that master's SET may still be queued
-// could otherwise run first and leave the lock there until its TTL.
+// validity. Every call also ends at once when its context is cancelled.
+// Requests the caller stopped waiting for finish in per-master goroutines
+// (by the client's ReadTimeout, 5 s by default, or at the node timeout
+// with ContextTimeoutEnabled); each cleans up what its acquire may have
+// set once it returns, if the attempt failed or the lease was released
+// meanwhile: a delete sent while that master's SET may still be queued
+// could otherwise run first and leave the lock there until its TTL. After
+// an acquire request that failed (its SET may still be queued, behind or
+// ahead of the cleanup) the cleanup also raises that master's fence key
+// above the attempt's token, so the SET is refused as stale should it run
+// later. Each cleanup is retried until the master answers, for up to the
+// lock's TTL (at least Config.CleanupTimeout): masters that thaw within
+// that time never keep a lock for an attempt that failed, and a later
+// holder's lock is never deleted.
+//
+// # Client retries
+//
+// go-redis retries a request whose answer did not arrive (a read timeout
+// shorter than NodeTimeout, a dropped connection) although the master may
+// have applied it. The scripts answer a retry as they answered the first
+// try: an acquire that finds the lock holding its own value has acquired
+// it, and a release that finds the key gone while the fence key still
+// holds its token has released it. Release reports distlock.ErrLeaseLost
+// only when a majority shows another holder acquired the key since.
 //
 // Keys use the layout of package distlock/redislock (LockKey, FenceKey).
 //

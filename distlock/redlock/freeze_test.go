@@ -62,8 +62,10 @@ func TestFrozenMaster(t *testing.T) {
 	src := &counter{}
 	// Default client options; a NodeTimeout above the default 50 ms only
 	// so that "Extend with exactly 3 of 5" does not flake under -race on a
-	// loaded machine (it needs all three in time).
-	cfg := &redlock.Config{Source: src, NodeTimeout: 200 * time.Millisecond}
+	// loaded machine (it needs all three in time; 200 ms was too short
+	// under a load average of 18). It costs nothing when the live masters
+	// answer: an attempt is decided as soon as a majority did.
+	cfg := &redlock.Config{Source: src, NodeTimeout: 500 * time.Millisecond}
 	holder, err := redlock.New(defaultClients(t, procs), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -282,12 +284,16 @@ func TestFrozenMasterCleanupInBackground(t *testing.T) {
 		}
 		return cs
 	}
-	src := &counter{}
-	a, err := redlock.New(clients(), &redlock.Config{Source: src})
+	// NodeTimeout 200 ms, not the default 50 ms: the live masters must
+	// answer in time on a loaded machine (under a load average of 15 a
+	// TryAcquire got 2 of 4 in 50 ms); the bounds below are still far
+	// below CleanupTimeout (1 s), which is what the test is about.
+	cfg := &redlock.Config{Source: &counter{}, NodeTimeout: 200 * time.Millisecond}
+	a, err := redlock.New(clients(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := redlock.New(clients(), &redlock.Config{Source: src})
+	b, err := redlock.New(clients(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,5 +328,90 @@ func TestFrozenMasterCleanupInBackground(t *testing.T) {
 	within(t, "Release, 1 of 5 frozen", time.Since(start), 500*time.Millisecond)
 	if err != nil {
 		t.Fatalf("Release = %v", err)
+	}
+}
+
+// TestAbandonedAcquireCleanedAfterThaw: two of three masters are frozen
+// while an Acquire tries and gives up. Its requests stay queued in them;
+// the clients give up on them, and a single compare-and-delete per
+// master, bounded by CleanupTimeout, cannot reach them either. When they
+// thaw after that, the queued SETs run: the locker must still remove
+// those locks (each master's straggler keeps cleaning up until the master
+// answers), so another holder gets the key long before the 20 s TTL, and
+// must never delete that holder's lock.
+func TestAbandonedAcquireCleanedAfterThaw(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts goredis.Options
+		wait time.Duration // until every request to the frozen masters ended and a delete after it gave up
+	}{
+		{"ContextTimeoutEnabled", goredis.Options{ContextTimeoutEnabled: true}, redlock.DefaultCleanupTimeout + 500*time.Millisecond},
+		// 4 tries of 300 ms, up to 512 ms of backoff between them.
+		{"ReadTimeout 300ms", goredis.Options{ReadTimeout: 300 * time.Millisecond}, 4*time.Second + redlock.DefaultCleanupTimeout},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			procs := testkit.StartRedis(t, 3)
+			clients := func(opts goredis.Options) []*goredis.Client {
+				cs := make([]*goredis.Client, len(procs))
+				for i, p := range procs {
+					o := opts
+					o.Addr = p.Addr
+					cs[i] = goredis.NewClient(&o)
+					t.Cleanup(func() { _ = cs[i].Close() })
+				}
+				return cs
+			}
+			src := &counter{}
+			l, err := redlock.New(clients(tc.opts), &redlock.Config{Source: src})
+			if err != nil {
+				t.Fatal(err)
+			}
+			other, err := redlock.New(clients(goredis.Options{ContextTimeoutEnabled: true}), &redlock.Config{Source: src})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := t.Context()
+			wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+			defer wcancel()
+			warm, err := l.Acquire(wctx, "warm-up", nil) // connections, the scripts loaded
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := warm.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			l.Quiesce()
+
+			procs[0].Freeze(t)
+			procs[1].Freeze(t)
+			actx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			_, err = l.Acquire(actx, "k", &distlock.Options{TTL: 20 * time.Second})
+			cancel()
+			if !errors.Is(err, distlock.ErrNotAcquired) {
+				t.Fatalf("Acquire, 2 of 3 masters frozen = %v, want ErrNotAcquired", err)
+			}
+			// Time passing is the fault: the masters thaw only after a
+			// delete bounded by CleanupTimeout would have given up.
+			time.Sleep(tc.wait)
+			procs[0].Thaw(t)
+			procs[1].Thaw(t)
+
+			wctx, wcancel = context.WithTimeout(ctx, 10*time.Second)
+			defer wcancel()
+			start := time.Now()
+			b, err := other.Acquire(wctx, "k", &distlock.Options{TTL: 30 * time.Second})
+			if err != nil {
+				t.Fatalf("Acquire after the thaw = %v after %v: the abandoned attempts' locks were left behind", err, time.Since(start).Round(time.Millisecond))
+			}
+			within(t, "Acquire after the thaw", time.Since(start), 8*time.Second)
+			l.Quiesce() // every straggler and cleanup has ended
+			if err := b.Extend(ctx, 30*time.Second); err != nil {
+				t.Fatalf("the later holder's Extend after the cleanups = %v (a cleanup deleted its lock?)", err)
+			}
+			if err := b.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }

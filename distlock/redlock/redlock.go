@@ -90,15 +90,21 @@ type Config struct {
 	// nobody wins.
 	PollMin, PollMax time.Duration
 	// FenceTTL is how long each master's fence key (the highest token that
-	// acquired a lock key) outlives the last acquisition. Zero means
-	// DefaultFenceTTL (24 h). It is raised to the lock TTL if shorter.
+	// acquired a lock key) outlives the lock: every acquisition and
+	// extension makes it live at least the lock's TTL plus FenceTTL from
+	// then, so it lives as long as the lock is held, however often it is
+	// extended, and FenceTTL past the lock's release or expiry. Zero means
+	// DefaultFenceTTL (24 h).
 	FenceTTL time.Duration
-	// CleanupTimeout bounds each master's compare-and-delete, after a
-	// failed attempt and on Release, and so how long Release waits for a
-	// majority to answer. The deletes run in the background: neither
-	// Acquire nor Release waits for a master beyond NodeTimeout once a
-	// majority has answered. A delete that gives up leaves the lock on
-	// that master until its TTL. Zero means DefaultCleanupTimeout (1 s).
+	// CleanupTimeout bounds each master's compare-and-delete on Release,
+	// and so how long Release waits for a majority to answer. The deletes
+	// run in the background: neither Acquire nor Release waits for a
+	// master beyond NodeTimeout once a majority has answered. A Release
+	// delete that gives up leaves the lock on that master until its TTL.
+	// The delete of a failed attempt's lock on a master (sent once that
+	// master's acquire request returned) is retried until the master
+	// answers, for up to the lock's TTL but at least CleanupTimeout.
+	// Zero means DefaultCleanupTimeout (1 s).
 	CleanupTimeout time.Duration
 }
 
@@ -204,7 +210,8 @@ func (l *Locker) Quorum() int {
 // down) are retried with full-jitter backoff (Config.PollMin/PollMax);
 // the attempt's lock is deleted in the background on every master that
 // took it or did not answer, each delete sent after that master's acquire
-// request returned. A retry first asks one random master and goes on to
+// request returned and retried until the master answers (see the package
+// doc, Hung masters). A retry first asks one random master and goes on to
 // the others only if that one accepted (or did not answer), so polling a
 // busy lock costs one request per poll.
 //
@@ -404,6 +411,8 @@ func gather(ctx context.Context, in <-chan reply, pending int, t *tally, enough 
 type flight struct {
 	keys    redisnode.Keys
 	value   string
+	tok     fenced.Token
+	ttl     time.Duration
 	decided chan struct{} // closed when the attempt is decided; failed is set before
 
 	mu       sync.Mutex
@@ -413,9 +422,8 @@ type flight struct {
 	inflight []bool // master i's acquire request has not returned yet
 }
 
-func (l *Locker) newFlight(keys redisnode.Keys, value string) *flight {
-	f := &flight{keys: keys, value: value, decided: make(chan struct{}), inflight: make([]bool, len(l.nodes))}
-	return f
+func (l *Locker) newFlight(keys redisnode.Keys, value string, tok fenced.Token, ttl time.Duration) *flight {
+	return &flight{keys: keys, value: value, tok: tok, ttl: ttl, decided: make(chan struct{}), inflight: make([]bool, len(l.nodes))}
 }
 
 // decide records the attempt's outcome and releases the goroutines that
@@ -449,16 +457,28 @@ func (l *Locker) settle(ctx context.Context, f *flight, i int, r reply, done, dr
 		drop = f.failed
 	}
 	if drop && (r.err != nil || r.n == redisnode.Acquired) {
-		l.del(ctx, i, f)
+		l.del(ctx, i, f, r.err != nil)
 	}
 }
 
 // del deletes the flight's lock on master i if it still holds its value,
-// ignoring errors, on a context the caller's cancellation cannot cut short.
-func (l *Locker) del(ctx context.Context, i int, f *flight) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.CleanupTimeout)
-	defer cancel()
-	_, _ = l.scripts.Release(ctx, l.nodes[i], f.keys, f.value)
+// on a context the caller's cancellation cannot cut short, trying until
+// the master answers, for up to the lock's TTL (at least CleanupTimeout):
+// a master frozen right after it took the lock still loses it when it
+// thaws in that time. After an acquire request that failed (unknown: its
+// SET may still be queued in the master, behind or ahead of this delete)
+// it retires the token instead (redisnode.Scripts.Retire), so that the
+// SET is refused should it run after the delete; after one that answered
+// "acquired" the SET ran already, and a compare-and-delete leaves the
+// token usable for the next attempt.
+func (l *Locker) del(ctx context.Context, i int, f *flight, unknown bool) {
+	until := time.Now().Add(max(f.ttl, l.cfg.CleanupTimeout))
+	_, _ = redisnode.Persist(context.WithoutCancel(ctx), until, func(ctx context.Context) (int64, error) {
+		if unknown {
+			return l.scripts.Retire(ctx, l.nodes[i], f.keys, f.value, f.tok, f.ttl, l.cfg.FenceTTL)
+		}
+		return l.scripts.Release(ctx, l.nodes[i], f.keys, f.value)
+	})
 }
 
 // attempts is the state Acquire carries from one attempt to the next.
@@ -531,14 +551,13 @@ func (l *Locker) acquireOn(ctx context.Context, f *flight, probe bool, start tim
 func (l *Locker) try(ctx context.Context, key string, o distlock.Options, st *attempts) (*lease.Lease, error) {
 	st.n++
 	probe := st.n > 1
-	fenceTTL := max(l.cfg.FenceTTL, o.TTL)
 	drift, margin := l.drift(o.TTL), l.margin(o.TTL)
 	budget := o.TTL - drift - margin // > 0: checked by resolve
 	return redisnode.Attempt(ctx, l.cfg.Source, pkg, key, &st.tok, func(tok fenced.Token, value string) (*lease.Lease, bool, error) {
-		f := l.newFlight(st.keys, value)
+		f := l.newFlight(st.keys, value, tok, o.TTL)
 		start := time.Now() // every master's TTL starts no earlier than this
 		t := l.acquireOn(ctx, f, probe, start, budget, func(ctx context.Context, c goredis.Scripter) (int64, error) {
-			return l.scripts.Acquire(ctx, c, st.keys, value, o.TTL, tok, fenceTTL)
+			return l.scripts.Acquire(ctx, c, st.keys, value, o.TTL, tok, l.cfg.FenceTTL)
 		})
 		if t.yes >= l.quorum && time.Since(start) < budget {
 			ls, err := l.newLease(observe.FromContext(ctx), key, f, tok, o, start, drift, margin)
@@ -644,7 +663,7 @@ func (l *Locker) newLease(hooks *observe.Hooks, key string, f *flight, tok fence
 					all[i] = i
 				}
 				rctx := l.ask(ctx, start.Add(l.cfg.NodeTimeout), all, func(ctx context.Context, c goredis.Scripter) (int64, error) {
-					return l.scripts.Extend(ctx, c, f.keys, f.value, ttl)
+					return l.scripts.Extend(ctx, c, f.keys, f.value, ttl, l.cfg.FenceTTL)
 				}, out, nil)
 				var t tally
 				// Decided once a majority renewed or can no longer renew.
@@ -668,7 +687,7 @@ func (l *Locker) newLease(hooks *observe.Hooks, key string, f *flight, tok fence
 				case t.yes > 0 && t.yes+t.no >= l.quorum:
 					return nil
 				case t.yes == 0 && t.no >= l.quorum:
-					return fmt.Errorf("%w: redlock: %q was no longer held by this lease", distlock.ErrLeaseLost, key)
+					return fmt.Errorf("%w: redlock: %q was no longer held by this lease (another holder acquired it since)", distlock.ErrLeaseLost, key)
 				case t.firstErr != nil:
 					return fmt.Errorf("%w: release %q: %d of %d masters answered (%d did not; first error: %v)", ErrNoQuorum, key, t.yes+t.no, n, missing, t.firstErr)
 				}

@@ -6,9 +6,12 @@ import (
 	_ "embed" // Lua scripts
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -16,6 +19,7 @@ import (
 	"github.com/concurkit/concurkit"
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/fenced"
+	"github.com/concurkit/concurkit/retry"
 )
 
 var (
@@ -25,6 +29,8 @@ var (
 	extendLua string
 	//go:embed release.lua
 	releaseLua string
+	//go:embed retire.lua
+	retireLua string
 )
 
 // Answers of the acquire script.
@@ -81,6 +87,9 @@ func NewKeys(key string) Keys {
 // Lock returns the lock key.
 func (k Keys) Lock() string { return k.both[0] }
 
+// Fence returns the key of the fence record.
+func (k Keys) Fence() string { return k.both[1] }
+
 // Millis returns d in whole milliseconds rounded UP, for PX: the server
 // then holds a key at least as long as the client counts on. It does not
 // overflow for any Duration (math.MaxInt64 ns is 9223372036855 ms, which
@@ -95,38 +104,142 @@ func Millis(d time.Duration) int64 {
 
 // Scripts runs the lock scripts on a node. Create it once with NewScripts
 // (each script's SHA1 is computed there); it is safe for concurrent use.
+//
+// Every script keeps the fence record of a held lock alive for the lock's
+// TTL plus fenceTTL (the backends' Config.FenceTTL), so the record always
+// outlives the lock, and the acquire and release scripts are idempotent,
+// so that a request the client retries after the server applied it
+// (go-redis does after a read timeout) is answered as the first one was.
 type Scripts struct {
-	acquire, extend, release *goredis.Script
+	acquire, extend, release, retire *goredis.Script
 }
 
-// NewScripts returns the acquire, extend and release scripts.
+// NewScripts returns the acquire, extend, release and retire scripts.
 func NewScripts() *Scripts {
 	return &Scripts{
 		acquire: goredis.NewScript(acquireLua),
 		extend:  goredis.NewScript(extendLua),
 		release: goredis.NewScript(releaseLua),
+		retire:  goredis.NewScript(retireLua),
 	}
+}
+
+// fenceMillis is the expiry of the fence record of a lock held for ttl:
+// ttl plus fenceTTL, in milliseconds rounded up, saturated at
+// Millis(math.MaxInt64) (which Redis accepts).
+func fenceMillis(ttl, fenceTTL time.Duration) int64 {
+	a, b := Millis(ttl), Millis(fenceTTL)
+	if limit := Millis(math.MaxInt64); a > limit-b {
+		return limit
+	}
+	return a + b
 }
 
 // Acquire runs the acquire script on c: it sets the lock key to value for
 // ttl if it is free and tok is not lower than the highest token recorded
-// in the fence key, which then records tok for fenceTTL (both rounded up
-// to whole milliseconds). It returns Acquired, Busy or Stale, or the error
-// of the request (outcome unknown: the lock may have been taken).
+// in the fence key, which then records tok for ttl + fenceTTL (rounded up
+// to whole milliseconds). A lock that already holds value (a retry of
+// this very request) counts as acquired, its expiry reset. It returns
+// Acquired, Busy or Stale, or the error of the request (outcome unknown:
+// the lock may have been taken; see Retire).
 func (s *Scripts) Acquire(ctx context.Context, c goredis.Scripter, k Keys, value string, ttl time.Duration, tok fenced.Token, fenceTTL time.Duration) (int64, error) {
-	return s.acquire.Run(ctx, c, k.both, value, Millis(ttl), tok.String(), Millis(fenceTTL)).Int64()
+	return s.acquire.Run(ctx, c, k.both, value, Millis(ttl), tok.String(), fenceMillis(ttl, fenceTTL)).Int64()
 }
 
 // Extend renews the lock for ttl (rounded up to whole milliseconds) if it
-// still holds value. It returns 1 (renewed) or 0 (not ours any more).
-func (s *Scripts) Extend(ctx context.Context, c goredis.Scripter, k Keys, value string, ttl time.Duration) (int64, error) {
-	return s.extend.Run(ctx, c, k.both[:1], value, Millis(ttl)).Int64()
+// still holds value, and the fence record for at least ttl + fenceTTL. It
+// returns 1 (renewed) or 0 (not ours any more).
+func (s *Scripts) Extend(ctx context.Context, c goredis.Scripter, k Keys, value string, ttl, fenceTTL time.Duration) (int64, error) {
+	return s.extend.Run(ctx, c, k.both, value, Millis(ttl), fenceMillis(ttl, fenceTTL)).Int64()
 }
 
-// Release deletes the lock if it still holds value. It returns 1 (deleted)
-// or 0 (not ours any more).
+// Release deletes the lock if it still holds value. It returns 1 when the
+// lock is gone and nobody held it after value's acquisition: deleted now,
+// or already gone while the fence record still holds value's token (the
+// first try of a request the client retried, an expiry nobody used, an
+// operator's DEL); and 0 when it is not ours any more (another value
+// holds it, or the fence record moved on: another holder acquired since).
 func (s *Scripts) Release(ctx context.Context, c goredis.Scripter, k Keys, value string) (int64, error) {
-	return s.release.Run(ctx, c, k.both[:1], value).Int64()
+	n, err := s.release.Run(ctx, c, k.both, value).Int64()
+	return min(n, 1), err
+}
+
+// Retire undoes an acquisition with value and tok whose outcome is unknown
+// (its request failed or was given up on, and may still be queued in the
+// server): it deletes the lock if it holds value and raises the fence
+// record above tok (for at least ttl + fenceTTL), so that the SET, should
+// it run later, is refused as stale. One answer is a confirmed cleanup,
+// whatever the order in which the two requests run. It returns 1 if it
+// deleted the lock, else 0.
+func (s *Scripts) Retire(ctx context.Context, c goredis.Scripter, k Keys, value string, tok fenced.Token, ttl, fenceTTL time.Duration) (int64, error) {
+	// tok+1 as a decimal string; uint64 holds math.MaxInt64+1.
+	next := strconv.FormatUint(uint64(tok)+1, 10)
+	return s.retire.Run(ctx, c, k.both, value, next, fenceMillis(ttl, fenceTTL)).Int64()
+}
+
+// Persist calls call until the server answers it, a retry cannot help
+// (Definitive), ctx ends or until passes, backing off between tries (full
+// jitter, from 10 ms up to a second). Each try runs on ctx bounded by
+// until: a client with ContextTimeoutEnabled ends it there, others at
+// their own ReadTimeout. It returns the answer, or the last error.
+//
+// Cleanups that must not give up at the first timeout use it: a lock that
+// a frozen server applies when it thaws is deleted then, as long as the
+// server thaws before until.
+func Persist(ctx context.Context, until time.Time, call func(ctx context.Context) (int64, error)) (int64, error) {
+	var t *time.Timer
+	defer func() {
+		if t != nil {
+			t.Stop()
+		}
+	}()
+	for n := 1; ; n++ {
+		cctx, cancel := context.WithDeadline(ctx, until)
+		res, err := call(cctx)
+		cancel()
+		if err == nil || Definitive(err) || ctx.Err() != nil {
+			return res, err
+		}
+		d := retry.Policy{BaseDelay: 10 * time.Millisecond, MaxDelay: time.Second}.Backoff(n)
+		if !time.Now().Add(d).Before(until) {
+			return res, err
+		}
+		if t == nil {
+			t = time.NewTimer(d)
+		} else {
+			t.Reset(d)
+		}
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return res, err
+		}
+	}
+}
+
+// Definitive reports whether a request that failed with err needs no
+// retry to know that nothing of it can still reach the server: the server
+// answered with an error (a script error), the client was closed, or the
+// connection was refused (no server process listens; one that died
+// dropped the requests it had queued).
+func Definitive(err error) bool {
+	var rerr goredis.Error
+	return errors.As(err, &rerr) || errors.Is(err, goredis.ErrClosed) || errors.Is(err, syscall.ECONNREFUSED)
+}
+
+// Ended returns ctx.Err(), or context.DeadlineExceeded once ctx's deadline
+// has passed even if its timer has not fired yet: a client that puts the
+// deadline on its socket (ContextTimeoutEnabled) can report an i/o
+// timeout a moment before ctx reports its end, and that failure is the
+// caller's deadline, not the server's.
+func Ended(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // Value returns a lock value for one acquisition with tok: the token (so
@@ -140,8 +253,9 @@ func Value(tok fenced.Token) string {
 // socket reads and writes. go-redis does so only with
 // Options.ContextTimeoutEnabled; otherwise a request to a hung (frozen,
 // not dead) server blocks for the client's ReadTimeout and retries,
-// whatever the context says. Only a *redis.Client is trusted: a cluster
-// client or ring may block elsewhere (slot map reloads).
+// whatever the context says. Even then it never watches a context's
+// cancellation. Only a *redis.Client is trusted: a cluster client or ring
+// may block elsewhere (slot map reloads).
 func HonoursDeadline(c goredis.Scripter) bool {
 	cl, ok := c.(*goredis.Client)
 	return ok && cl.Options().ContextTimeoutEnabled
@@ -149,8 +263,8 @@ func HonoursDeadline(c goredis.Scripter) bool {
 
 // Background runs and tracks the goroutines a Locker leaves behind:
 // requests it stopped waiting for and the cleanups that follow them. Each
-// is bounded by the client's own timeouts or a cleanup timeout. The zero
-// value is ready to use.
+// is bounded by the client's own timeouts or a cleanup's deadline. The
+// zero value is ready to use.
 type Background struct{ wg sync.WaitGroup }
 
 // Go runs f in a tracked goroutine.
@@ -161,18 +275,22 @@ func (b *Background) Wait() { b.wg.Wait() }
 
 // Request runs call(reqCtx) and returns its answer, or the context error
 // as soon as ctx or reqCtx ends, whichever comes first, whatever the
-// client's options. reqCtx is what the request itself runs under
-// (usually ctx; a delete that should outlive the caller's wait passes a
-// detached, bounded context). When honours is true and the client would
-// stop by itself no later than the caller wants to (ctx can never end, or
-// reqCtx's deadline is not after ctx's), call runs on the caller's
-// goroutine. Otherwise call runs in a goroutine of bg; if Request stops
-// waiting (abandoned is true) that goroutine runs orphan, if not nil,
-// with the late answer once call returns, so what a request did after
-// its caller gave up can be undone in order, after it.
+// client's options. ctx is what the caller waits on: it may be cancelled
+// at any moment. reqCtx is what the request itself runs under: ctx, or a
+// detached context that ends only at its deadline (a delete that should
+// outlive the caller's wait, bounded by a cleanup timeout).
+//
+// call runs on the caller's goroutine only when nobody can stop waiting
+// before the client returns by itself: ctx can never end, and reqCtx can
+// never end either or ends at a deadline that honours says the client
+// puts on its socket. No client stops a request on a context's
+// cancellation (go-redis with ContextTimeoutEnabled applies only the
+// deadline), so otherwise call runs in a goroutine of bg. If Request
+// stops waiting (abandoned is true) that goroutine runs orphan, if not
+// nil, with the late answer once call returns, so what a request did
+// after its caller gave up can be undone in order, after it.
 func Request(ctx, reqCtx context.Context, honours bool, bg *Background, call func(ctx context.Context) (int64, error), orphan func(n int64, err error)) (n int64, err error, abandoned bool) {
-	if (honours && stopsInTime(ctx, reqCtx)) || (ctx.Done() == nil && reqCtx.Done() == nil) {
-		// The client stops in time, or nobody would ever stop waiting.
+	if ctx.Done() == nil && (reqCtx.Done() == nil || honours && hasDeadline(reqCtx)) {
 		n, err = call(reqCtx)
 		return n, err, false
 	}
@@ -216,19 +334,9 @@ func Request(ctx, reqCtx context.Context, honours bool, bg *Background, call fun
 	return 0, reqCtx.Err(), true
 }
 
-// stopsInTime reports whether a request on reqCtx, with a client that
-// honours deadlines, returns no later than the caller waiting on ctx
-// wants it to.
-func stopsInTime(ctx, reqCtx context.Context) bool {
-	if ctx.Done() == nil {
-		return true // the caller waits as long as it takes
-	}
-	dc, ok := ctx.Deadline()
-	if !ok {
-		return false // a cancellation without deadline: only a goroutine can stop waiting at once
-	}
-	dr, ok := reqCtx.Deadline()
-	return ok && !dr.After(dc)
+func hasDeadline(ctx context.Context) bool {
+	_, ok := ctx.Deadline()
+	return ok
 }
 
 // Attempt makes one acquisition attempt with the token in *tok, minting

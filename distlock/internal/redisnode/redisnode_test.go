@@ -110,18 +110,33 @@ func TestRequest(t *testing.T) {
 	close(block)
 	bg.Wait()
 
-	// Fast paths: no goroutine when the client stops in time by itself or
-	// nobody would stop waiting; the call runs on the caller's goroutine.
+	// A client that honours deadlines still ignores cancellation: a
+	// cancellable ctx (with a deadline or not) never runs the call on the
+	// caller's goroutine, so cancelling it ends the wait at once.
+	cctx, ccancel := context.WithTimeout(t.Context(), time.Hour)
+	ccancel()
+	block = make(chan struct{})
+	_, err, abandoned = Request(cctx, cctx, true, &bg, func(context.Context) (int64, error) { <-block; return 0, nil }, nil)
+	if !abandoned || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Request with a cancelled ctx, honours = %v, %v", err, abandoned)
+	}
+	close(block)
+	bg.Wait()
+
+	// Fast paths: no goroutine when nobody can stop waiting before the
+	// client returns by itself; the call runs on the caller's goroutine.
 	onCaller := func(context.Context) (int64, error) { return 7, nil }
+	bounded, bcancel := context.WithTimeout(context.WithoutCancel(t.Context()), time.Second)
+	defer bcancel()
 	for _, tc := range []struct {
-		name    string
-		ctx     context.Context
-		honours bool
+		name        string
+		ctx, reqCtx context.Context
+		honours     bool
 	}{
-		{"background", context.Background(), false},
-		{"honours with deadline", ctx, true},
+		{"background", context.Background(), context.Background(), false},
+		{"honours, detached request with a deadline", context.Background(), bounded, true},
 	} {
-		if n, err, abandoned := Request(tc.ctx, tc.ctx, tc.honours, nil, onCaller, nil); n != 7 || err != nil || abandoned {
+		if n, err, abandoned := Request(tc.ctx, tc.reqCtx, tc.honours, nil, onCaller, nil); n != 7 || err != nil || abandoned {
 			t.Fatalf("%s: %d, %v, %v", tc.name, n, err, abandoned)
 		}
 	}
