@@ -118,7 +118,8 @@
 // (or the middleware) with a single step. A phase that calls an outside
 // service passes it Step.DerivedKey(), "<key>:<phase>", as that service's
 // own idempotency key, so the call is idempotent too when the phase is
-// retried.
+// retried. Phase names may not contain ':', so no two (key, phase) pairs
+// share a derived key.
 //
 // # Keys on the wire
 //

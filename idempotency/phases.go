@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/concurkit/concurkit/internal/handle"
 )
@@ -21,7 +22,9 @@ import (
 // same phase, for later phases to read.
 type Phase[Tx any] struct {
 	// Name is the recovery point the phase reaches: unique in the
-	// operation, 1 to MaxPointLength bytes, neither Started nor Finished.
+	// operation, 1 to MaxPointLength bytes, without ':' (so that derived
+	// keys never collide, see Step.DerivedKey), neither Started nor
+	// Finished.
 	// Renaming or reordering phases changes where stored keys resume: a
 	// key at a recovery point the operation no longer has fails.
 	Name string
@@ -40,7 +43,11 @@ type Step struct {
 }
 
 // DerivedKey returns "<key>:<phase>", the idempotency key for the calls
-// the phase makes to outside services. It is unique per principal only:
+// the phase makes to outside services. Keys may contain ':' but phase
+// names may not (DoPhases refuses them), so the phase is what follows the
+// last ':' and no two (key, phase) pairs share a derived key: ("order",
+// "1:charge") would otherwise be ("order:1", "charge"). It is unique per
+// principal only:
 // if the service's keys are shared by all your principals (one account at
 // a payment provider for all tenants), prefix it with the principal.
 func (s Step) DerivedKey() string { return s.Key + ":" + s.Phase }
@@ -64,7 +71,7 @@ func (s Step) DerivedKey() string { return s.Key + ":" + s.Phase }
 // transaction after a deadlock or serialization failure.
 //
 // Errors also include concurkit.ErrInvalidArgument for no finish, an
-// invalid or duplicate phase name, and an error (the key released) when
+// invalid (empty, too long, with ':', reserved) or duplicate phase name, and an error (the key released) when
 // the key's recovery point is not one of the phases.
 func DoPhases[Tx, T any](ctx context.Context, s TxStore[Tx], principal, key string, fingerprint []byte, opts *Options, phases []Phase[Tx], finish func(ctx context.Context, tx Tx, st Step) (T, error)) (T, bool, error) {
 	var zero T
@@ -79,6 +86,8 @@ func DoPhases[Tx, T any](ctx context.Context, s TxStore[Tx], principal, key stri
 		switch {
 		case p.Name == "" || len(p.Name) > MaxPointLength:
 			return zero, false, invalid("phase %d: name must be 1 to %d bytes", i, MaxPointLength)
+		case strings.IndexByte(p.Name, ':') >= 0:
+			return zero, false, invalid("phase %d: name %q contains ':', which would make derived keys ambiguous", i, p.Name)
 		case p.Name == Started || p.Name == Finished:
 			return zero, false, invalid("phase %d: %q is a reserved recovery point", i, p.Name)
 		case p.Run == nil:
