@@ -40,7 +40,8 @@ FUZZ         ?= internal/ident:FuzzPostgres internal/ident:FuzzMySQL \
                 pessimistic/pessimisticmysql:FuzzLockClause pessimistic/pessimisticmysql:FuzzClaimSQL \
                 fenced/fencedpg:FuzzGuardSQL fenced/fencedmysql:FuzzGuardSQL \
                 deadlock:FuzzLockManager deadlock:FuzzSimulate \
-                ratelimit/internal/spec:FuzzModel idempotency:FuzzParseKey
+                ratelimit/internal/spec:FuzzModel idempotency:FuzzParseKey \
+                idempotency:FuzzRequestFingerprint
 
 # Load the servers' endpoints (CONCURKIT_*) into the recipe's shell.
 WITH_ENV := eval "$$($(SERVICES) env)";

@@ -32,9 +32,9 @@
 // One row (or item) per (principal, key): keys are unique per principal —
 // a user, tenant or API key — so one client's key can never replay
 // another's response. With the key: the request's fingerprint (SHA-256;
-// by default of the method, the target with its query sorted and the body,
-// a JSON body in canonical form), the lock of the run
-// in progress (lock id and time, NULL when none runs), the recovery point
+// by default of the method, the target with its query sorted, the media
+// type and the body, a JSON body in canonical form when that form is
+// provably the same request), the lock of the run in progress (lock id and time, NULL when none runs), the recovery point
 // ("started", the phases' names, "finished"), the stored response (status,
 // the headers listed in Config.Headers, the body), the number of runs, and
 // the creation, last-run and expiry times.

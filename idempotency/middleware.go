@@ -2,17 +2,13 @@ package idempotency
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"mime"
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/concurkit/concurkit/internal/handle"
@@ -65,11 +61,16 @@ type Config struct {
 	// Fingerprint identifies the request the key was made for; a later
 	// request with the same key and another fingerprint is answered with
 	// 422. body is the request body, already read. The default is
-	// Fingerprint(method, path?sorted query, SHA-256(canonical body)),
-	// where a JSON body is compared by its canonical form (keys sorted,
-	// whitespace dropped) and any other body byte for byte: same key,
-	// other target or other content is another request. Set it to drop
-	// volatile fields or canonicalize other formats.
+	// Fingerprint(method, target, media type, body form, SHA-256(body)),
+	// equal for two requests only when they are provably the same request:
+	// the query in canonical order when it parses in full (else as sent),
+	// the Content-Type's media type (so text/plain and application/json
+	// differ), and a JSON body in canonical form (members sorted,
+	// whitespace dropped) when it is valid UTF-8 with no duplicate member
+	// names and no U+FFFD, else the bytes as sent. So a client that
+	// re-serialises the same request on retry is not refused with 422,
+	// while any change a server could see is. Set it to drop volatile
+	// fields or canonicalize other formats.
 	Fingerprint func(r *http.Request, body []byte) ([]byte, error)
 	// Headers are the response headers stored and replayed; default
 	// Content-Type, Content-Encoding, Content-Language,
@@ -207,46 +208,6 @@ func Middleware(s Store, cfg *Config) (func(http.Handler) http.Handler, error) {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.serve(w, r, next) })
 	}, nil
-}
-
-// requestFingerprint is the default Config.Fingerprint: the method, the
-// path with its query parameters in canonical (sorted) order, and the
-// SHA-256 of the canonical body — for a JSON body (Content-Type
-// application/json or any +json type) that parses, its re-encoding with
-// object keys sorted and insignificant whitespace dropped (numbers keep
-// their literal text), otherwise the bytes as sent. So a client that
-// re-serialises the same request differently on retry is not refused with
-// 422, while any change of a value still is.
-func requestFingerprint(r *http.Request, body []byte) ([]byte, error) {
-	target := r.URL.EscapedPath()
-	if r.URL.RawQuery != "" {
-		target += "?" + r.URL.Query().Encode()
-	}
-	sum := sha256.Sum256(canonicalBody(r.Header.Get("Content-Type"), body))
-	return Fingerprint([]byte(r.Method), []byte(target), sum[:]), nil
-}
-
-// canonicalBody returns body's canonical JSON form when contentType is a
-// JSON media type and body is one JSON value, else body itself.
-func canonicalBody(contentType string, body []byte) []byte {
-	mt, _, err := mime.ParseMediaType(contentType)
-	if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-		return body
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	var v any
-	if dec.Decode(&v) != nil || dec.More() {
-		return body
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return body // trailing data after the value
-	}
-	out, err := json.Marshal(v) // map keys sorted
-	if err != nil {
-		return body
-	}
-	return out
 }
 
 func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
