@@ -60,7 +60,10 @@
 //     row at all: a second statement then reads it.
 //   - MariaDB/MySQL: INSERT … ON DUPLICATE KEY UPDATE whose assignments
 //     are conditional (the first one decides and sets the claimant's lock
-//     id, the others test it), under InnoDB's row lock, then a read by
+//     id, the others test it in a form that holds whether assignments
+//     see each other or not, so it is correct under every sql_mode,
+//     MariaDB's SIMULTANEOUS_ASSIGNMENT included), under InnoDB's row
+//     lock, then a read by
 //     primary key: two round trips (MySQL has no RETURNING, and the
 //     affected-row count depends on the DSN's clientFoundRows). Deadlocks
 //     with a concurrent reaper are retried.

@@ -9,8 +9,9 @@
 // migrations (migrations.Up, version 2); keys, principals and recovery
 // points are VARBINARY (compared byte for byte, not by a case-insensitive
 // collation) and times DATETIME(6) in UTC. A claim is INSERT … ON
-// DUPLICATE KEY UPDATE with conditional assignments plus a read by
-// primary key (two round trips); writes that the caller's context
+// DUPLICATE KEY UPDATE with conditional assignments, correct whatever the
+// session's sql_mode (MariaDB's SIMULTANEOUS_ASSIGNMENT included), plus a
+// read by primary key (two round trips); writes that the caller's context
 // interrupts are stopped on the server (KILL QUERY) through the *sql.DB.
 // The store works with any DSN options (parseTime, clientFoundRows,
 // interpolateParams). See package idempotency for the design.

@@ -96,44 +96,63 @@ const columns = `principal, idempotency_key, fingerprint, lock_id, attempts, loc
 // key exactly one sets its lock id; a claim of a fresh key waits for the
 // inserting transaction and then finds the row locked.
 //
-// Assignments run left to right and later ones see earlier results: the
-// first decides the claim by setting lock_id to this call's id, and the
-// others test "lock_id = <our id>" for it. expires_at is assigned last, so
-// that the others still see the old expiry.
+// The assignments give the same result whichever way the server evaluates
+// them: left to right, each seeing the assignments before it (MySQL, and
+// MariaDB's default), or all from the row's old values (MariaDB's
+// sql_mode SIMULTANEOUS_ASSIGNMENT). The first sets lock_id to this call's
+// id if the row is claimable (claimable reads only columns assigned later);
+// every other assignment tests ours = "lock_id = <our id> OR claimable".
+// Left to right, lock_id = <our id> is then the first assignment's result;
+// simultaneously, the old lock_id is never our fresh random id, so ours is
+// claimable on the old row. And when the row is not claimable, no
+// assignment changes anything, so claimable reads the same (false) all the
+// way. expires_at is assigned last, so the tests of the old expiry (a key
+// that expired restarts) read the old value either way.
 //
 // Arguments: see claimArgs.
 const claimSQL = `INSERT INTO %s (principal, idempotency_key, fingerprint, lock_id, attempts, locked_at,
 	recovery_point, created_at, last_run_at, expires_at)
 VALUES (?, ?, ?, ?, 1, ?, 'started', ?, ?, ?)
 ON DUPLICATE KEY UPDATE
-	lock_id = IF(expires_at <= ? OR (fingerprint = ? AND recovery_point <> 'finished'
-		AND (locked_at IS NULL OR locked_at <= ?)), ?, lock_id),
-	attempts = IF(lock_id = ?, IF(expires_at <= ?, 1, attempts + 1), attempts),
-	fingerprint = IF(lock_id = ?, ?, fingerprint),
-	recovery_point = IF(lock_id = ? AND expires_at <= ?, 'started', recovery_point),
-	response_status = IF(lock_id = ?, NULL, response_status),
-	response_headers = IF(lock_id = ?, NULL, response_headers),
-	response_body = IF(lock_id = ?, NULL, response_body),
-	created_at = IF(lock_id = ? AND expires_at <= ?, ?, created_at),
-	locked_at = IF(lock_id = ?, ?, locked_at),
-	last_run_at = IF(lock_id = ?, ?, last_run_at),
-	expires_at = IF(lock_id = ?, ?, expires_at)`
+	lock_id = IF(` + claimable + `, ?, lock_id),
+	attempts = IF(` + ours + `, IF(expires_at <= ?, 1, attempts + 1), attempts),
+	response_status = IF(` + ours + `, NULL, response_status),
+	response_headers = IF(` + ours + `, NULL, response_headers),
+	response_body = IF(` + ours + `, NULL, response_body),
+	created_at = IF(` + ours + ` AND expires_at <= ?, ?, created_at),
+	last_run_at = IF(` + ours + `, ?, last_run_at),
+	fingerprint = IF(` + ours + `, ?, fingerprint),
+	recovery_point = IF(` + ours + ` AND expires_at <= ?, 'started', recovery_point),
+	locked_at = IF(` + ours + `, ?, locked_at),
+	expires_at = IF(` + ours + `, ?, expires_at)`
+
+// claimable is the claim condition on the existing row: expired, or the
+// same request, not finished, and not locked or its lock timed out.
+// Arguments: now, fingerprint, stale.
+const claimable = `(expires_at <= ? OR (fingerprint = ? AND recovery_point <> 'finished' AND (locked_at IS NULL OR locked_at <= ?)))`
+
+// ours says the row is (being) claimed by this call. Arguments: lock id,
+// then claimable's.
+const ours = `(lock_id = ? OR ` + claimable + `)`
 
 // claimArgs are the arguments of claimSQL, in order.
 func claimArgs(r idempotency.ClaimRequest) []any {
 	now, stale, exp, id, fp := utc(r.Now), utc(r.Stale()), utc(r.ExpiresAt()), r.LockID, r.Fingerprint
-	return []any{
+	ours := []any{id, now, fp, stale}
+	args := []any{
 		r.Principal, r.Key, fp, id, now, now, now, exp, // VALUES
 		now, fp, stale, id, // lock_id
-		id, now, // attempts
-		id, fp, // fingerprint
-		id, now, // recovery_point
-		id, id, id, // response_*
-		id, now, now, // created_at
-		id, now, // locked_at
-		id, now, // last_run_at
-		id, exp, // expires_at
 	}
+	args = append(append(args, ours...), now)      // attempts
+	args = append(args, ours...)                   // response_status
+	args = append(args, ours...)                   // response_headers
+	args = append(args, ours...)                   // response_body
+	args = append(append(args, ours...), now, now) // created_at
+	args = append(append(args, ours...), now)      // last_run_at
+	args = append(append(args, ours...), fp)       // fingerprint
+	args = append(append(args, ours...), now)      // recovery_point
+	args = append(append(args, ours...), now)      // locked_at
+	return append(append(args, ours...), exp)      // expires_at
 }
 
 const readSQL = `SELECT ` + columns + ` FROM %s WHERE principal = ? AND idempotency_key = ?`
