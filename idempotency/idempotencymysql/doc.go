@@ -13,8 +13,9 @@
 // session's sql_mode (MariaDB's SIMULTANEOUS_ASSIGNMENT included), plus a
 // read by primary key (two round trips); writes that the caller's context
 // interrupts are stopped on the server (KILL QUERY) through the *sql.DB.
-// The store works with any DSN options (parseTime, clientFoundRows,
-// interpolateParams). See package idempotency for the design.
+// The store works with any DSN options (parseTime, loc, clientFoundRows,
+// interpolateParams): times are sent as text of the UTC wall clock, so the
+// driver's conversion to loc never applies. See package idempotency for the design.
 //
 // The package imports the MySQL driver and the standard library, nothing
 // of pgx or the AWS SDK.

@@ -182,8 +182,15 @@ const touchSQL = `UPDATE %s SET locked_at = ?, expires_at = ? WHERE principal = 
 // InnoDB on its newest version and kept.
 const reapSQL = `DELETE FROM %s WHERE expires_at <= ? ORDER BY expires_at LIMIT ?`
 
-// utc is the form in which times are stored: DATETIME(6) in UTC.
-func utc(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
+// utc is the form in which times are sent: DATETIME(6) text of the UTC
+// wall clock. A time.Time argument would be converted by the driver to the
+// wall clock of the DSN's loc, which a DATETIME read back as text
+// (parseTime=false) cannot tell from UTC, and which shifts with every
+// process's loc: text is stored as written, whatever the DSN.
+func utc(t time.Time) string { return t.UTC().Format(datetime) }
+
+// datetime is the DATETIME(6) text format.
+const datetime = "2006-01-02 15:04:05.000000"
 
 // claimAttempts bounds the rounds of Claim: a round ends without an
 // answer only if the row was deleted (reaped) between the claim and the
@@ -213,7 +220,8 @@ func (s *Store) Claim(ctx context.Context, r idempotency.ClaimRequest) (idempote
 	return idempotency.Record{}, fmt.Errorf("%s: claim: key %q keeps disappearing (reaped while claimed?)", pkg, r.Key)
 }
 
-// dbTime scans a DATETIME whether the DSN has parseTime or not.
+// dbTime scans a DATETIME holding a UTC wall clock, whatever the DSN's
+// parseTime and loc.
 type dbTime struct{ t time.Time }
 
 func (d *dbTime) Scan(v any) error {
@@ -221,7 +229,9 @@ func (d *dbTime) Scan(v any) error {
 	case nil:
 		d.t = time.Time{}
 	case time.Time:
-		d.t = v.UTC()
+		// The driver read the column as a wall clock in the DSN's loc;
+		// the store writes UTC wall clocks (see utc).
+		d.t = time.Date(v.Year(), v.Month(), v.Day(), v.Hour(), v.Minute(), v.Second(), v.Nanosecond(), time.UTC)
 	case []byte:
 		return d.parse(string(v))
 	case string:
