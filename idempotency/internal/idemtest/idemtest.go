@@ -18,6 +18,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -289,6 +290,43 @@ func Run(t *testing.T, newEnv func(t *testing.T) Env) {
 	t.Run("TakeOver", func(t *testing.T) { TakeOver(t, newEnv(t)) })
 	t.Run("Do", func(t *testing.T) { Do(t, newEnv(t)) })
 	t.Run("Concurrent", func(t *testing.T) { Concurrent(t, newEnv(t), 200, 8) })
+	t.Run("StoreRoundTrip", func(t *testing.T) { StoreRoundTrip(t, newEnv(t)) })
+}
+
+// StoreRoundTrip: a stored response comes back byte for byte through the
+// Store interface — header values that are not UTF-8 or hold a NUL
+// (which PostgreSQL's jsonb refuses as a string), a body of every byte.
+func StoreRoundTrip(t *testing.T, env Env) {
+	ctx := t.Context()
+	now := NewClock().Now()
+	req := idempotency.ClaimRequest{Key: "k1", Fingerprint: []byte("fp"), LockID: 7, Now: now, LockTimeout: time.Minute, TTL: time.Hour}
+	if _, err := env.Store.Claim(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	body := make([]byte, 256)
+	for i := range body {
+		body[i] = byte(i)
+	}
+	resp := idempotency.Response{Status: http.StatusCreated, Body: body, Header: http.Header{
+		"Content-Disposition": {"attachment; filename=\"r\xe9sum\xe9.txt\""},
+		"Location":            {"/a\x00b", "/c"},
+		"Content-Type":        {"application/octet-stream"},
+	}}
+	if err := env.Store.Complete(ctx, idempotency.Lock{Key: "k1", ID: 7}, resp, now.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	req.LockID = 8
+	rec, err := env.Store.Claim(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Response == nil || rec.Response.Status != resp.Status || !bytes.Equal(rec.Response.Body, body) || !reflect.DeepEqual(rec.Response.Header, resp.Header) {
+		if rec.Response == nil {
+			t.Fatalf("no response read back: %+v", rec)
+		}
+		t.Fatalf("stored status %d, headers %q; read back %d, %q (body equal: %v)", resp.Status, resp.Header,
+			rec.Response.Status, rec.Response.Header, bytes.Equal(rec.Response.Body, body))
+	}
 }
 
 // Conformance checks one rule of the IETF draft per subtest.
@@ -399,6 +437,32 @@ func Conformance(t *testing.T, newEnv func(t *testing.T) Env) {
 			}
 		})
 	}
+	t.Run("ReplaysHeaderBytes", func(t *testing.T) {
+		// Field values are bytes (RFC 9110 §5.5: obs-text 0x80-0xFF is
+		// allowed); a Latin-1 filename is not valid UTF-8, and the replay
+		// must carry the same bytes, not U+FFFD.
+		env := newEnv(t)
+		const disposition, location = "attachment; filename=\"r\xe9sum\xe9.txt\"", "/files/\xff\xfe"
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Disposition", disposition)
+			w.Header().Set("Location", location)
+			w.WriteHeader(http.StatusCreated)
+			_, _ = io.WriteString(w, "created")
+		})
+		srv := server(t, env, h, nil)
+		for i := range 2 {
+			r := post(t, srv.Client(), srv.URL+"/files", "k1", "", "{}")
+			if r.status != http.StatusCreated || r.replayed != (i == 1) {
+				t.Fatalf("request %d: %v", i, r)
+			}
+			if got := r.header.Get("Content-Disposition"); got != disposition {
+				t.Errorf("request %d (replayed %v): Content-Disposition %q, want %q", i, r.replayed, got, disposition)
+			}
+			if got := r.header.Get("Location"); got != location {
+				t.Errorf("request %d (replayed %v): Location %q, want %q", i, r.replayed, got, location)
+			}
+		}
+	})
 	t.Run("AnotherPrincipalIndependent", func(t *testing.T) {
 		env := newEnv(t)
 		h := &Handler{Counter: env.Counter}
