@@ -290,6 +290,7 @@ func Run(t *testing.T, newEnv func(t *testing.T) Env) {
 	t.Run("TakeOver", func(t *testing.T) { TakeOver(t, newEnv(t)) })
 	t.Run("Do", func(t *testing.T) { Do(t, newEnv(t)) })
 	t.Run("Concurrent", func(t *testing.T) { Concurrent(t, newEnv(t), 200, 8) })
+	t.Run("ConcurrentClaims", func(t *testing.T) { ConcurrentClaims(t, newEnv(t).Store, 20, 8) })
 	t.Run("StoreRoundTrip", func(t *testing.T) { StoreRoundTrip(t, newEnv(t)) })
 }
 
@@ -904,4 +905,82 @@ func Concurrent(t *testing.T, env Env, keys, dups int) {
 	}
 	t.Logf("%d keys × %d concurrent duplicates in %v: %d originals, %d byte-identical replays, %d × 409; handler runs %d, effects %d",
 		keys, dups, elapsed.Round(time.Millisecond), firsts, replays, conflicts, h.Runs.Load(), len(c))
+}
+
+// ConcurrentClaims: of concurrent claims of one key, exactly one runs fn.
+// The keys are first released (fn failed once) or held by a run presumed
+// crashed (its lock timed out), so that the claims update an existing
+// row or item; dups calls per key are released together by a barrier,
+// keys×2 keys at once.
+func ConcurrentClaims(t *testing.T, s idempotency.Store, keys, dups int) {
+	ctx := t.Context()
+	clock := NewClock()
+	opts := &idempotency.Options{TTL: time.Hour, LockTimeout: time.Minute, Now: clock.Now}
+	errFirst := errors.New("first run fails")
+	crashed := make(chan struct{})
+	var holders sync.WaitGroup
+	for k := range keys {
+		released := fmt.Sprintf("released-%d", k)
+		if _, _, err := idempotency.Do(ctx, s, "", released, nil, opts, func(context.Context) (int, error) { return 0, errFirst }); !errors.Is(err, errFirst) {
+			t.Fatal(err)
+		}
+		entered := make(chan struct{})
+		holders.Add(1)
+		go func() { // a run that never ends: its process is gone
+			defer holders.Done()
+			_, _, _ = idempotency.Do(ctx, s, "", fmt.Sprintf("stale-%d", k), nil, opts, func(context.Context) (int, error) {
+				close(entered)
+				<-crashed
+				return 0, nil
+			})
+		}()
+		<-entered
+	}
+	clock.Add(time.Minute) // the crashed runs' locks time out
+	var mu sync.Mutex
+	runs, running, maxRunning := map[string]int{}, map[string]int{}, map[string]int{}
+	var wg sync.WaitGroup
+	for _, kind := range []string{"released", "stale"} {
+		for k := range keys {
+			key := fmt.Sprintf("%s-%d", kind, k)
+			barrier := make(chan struct{})
+			for range dups {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-barrier
+					_, _, err := idempotency.Do(ctx, s, "", key, nil, opts, func(context.Context) (int, error) {
+						mu.Lock()
+						runs[key]++
+						running[key]++
+						maxRunning[key] = max(maxRunning[key], running[key])
+						mu.Unlock()
+						time.Sleep(20 * time.Millisecond) // a run long enough for the others to try
+						mu.Lock()
+						running[key]--
+						mu.Unlock()
+						return 1, nil
+					})
+					if err != nil && !errors.Is(err, idempotency.ErrInProgress) {
+						t.Errorf("%s: %v", key, err)
+					}
+				}()
+			}
+			close(barrier)
+		}
+	}
+	wg.Wait()
+	close(crashed)
+	holders.Wait()
+	total := 0
+	for _, kind := range []string{"released", "stale"} {
+		for k := range keys {
+			key := fmt.Sprintf("%s-%d", kind, k)
+			total += runs[key]
+			if runs[key] != 1 {
+				t.Errorf("%s: fn ran %d times (at most %d at once), want once", key, runs[key], maxRunning[key])
+			}
+		}
+	}
+	t.Logf("%d keys × %d concurrent claims: fn ran %d times", 2*keys, dups, total)
 }
