@@ -45,6 +45,12 @@ func TestSuite(t *testing.T) { idemtest.Run(t, newEnv) }
 func newPhaseEnv(t *testing.T) idemtest.PhaseEnv[pgx.Tx] {
 	t.Helper()
 	_, pool := migrated(t)
+	return phaseEnvOn(t, pool)
+}
+
+// phaseEnvOn is newPhaseEnv on pool, whose schema has the key table.
+func phaseEnvOn(t *testing.T, pool *pgxpool.Pool) idemtest.PhaseEnv[pgx.Tx] {
+	t.Helper()
 	if _, err := pool.Exec(t.Context(), `CREATE TABLE rides (id text PRIMARY KEY, charge text NOT NULL DEFAULT '')`); err != nil {
 		t.Fatal(err)
 	}
