@@ -17,7 +17,8 @@
 //
 //   - Middleware, for net/http services: the Idempotency-Key header of
 //     the IETF draft (draft-ietf-httpapi-idempotency-key-header), replays
-//     byte for byte, 409 while in progress, 422 for a reused key.
+//     byte for byte, 409 while in progress, 422 for a reused key. A rate
+//     limiter goes inside it: mw(limit(handler)).
 //   - Do, for any Go function: run fn once per (principal, key) and get
 //     its value (JSON-encoded in the store) back on every repetition.
 //   - DoPhases, for a multi-step operation on PostgreSQL or MariaDB: each
@@ -72,10 +73,15 @@
 //     it fails (ReturnValuesOnConditionCheckFailure), as AWS Lambda
 //     Powertools does: status, expiration, in_progress_expiration.
 //
-// A claim that fails (the store is down, the context ended) is answered
-// with 503 by the middleware and stores nothing; if the claim may have
-// been applied before its answer was lost, the key is released at once,
-// so it stays retryable.
+// A claim is sent only while its caller's context is live, and once sent
+// it is awaited to its answer even if that context ends (bounded by a few
+// seconds): a statement abandoned mid-way may still be applied by the
+// server after its caller moved on, which would leave the key locked until
+// LockTimeout with nothing running. A claim that fails (the store is down)
+// is answered with 503 by the middleware and stores nothing; if the claim
+// may have been applied before its answer was lost, the key is released
+// at once, after the claim returned, so it stays retryable. Do releases a
+// key it claimed for a caller whose context ended meanwhile.
 //
 // # Fencing: a late run cannot overwrite its successor
 //
@@ -88,19 +94,33 @@
 // This does not undo what the late run did outside the store; that is what
 // phases and derived keys are for.
 //
-// # Failures
+// # Failures and clients that give up
 //
-// The middleware stores every response the handler produced, 4xx and 5xx
-// included (the draft's "original result, success or failure"); a request
-// refused before the handler ran stores nothing. A handler that panics
-// leaves the key released (retryable) and the panic goes on. Do stores a
-// value; an error of fn releases the key unless Options.StoreError keeps
-// it as the result (then retries get a *ReplayedError). If storing the
-// result itself fails after the work was done, the response is still sent
-// (Do returns the value with ErrNotStored) and the key stays locked until
-// LockTimeout, after which a retry runs again: when that is not
-// acceptable, use DoPhases, whose last transaction holds the work and the
-// result together.
+// A stored result is only ever the result of a run whose effects
+// committed or definitely did not. The middleware stores every response
+// the handler produced with its context live, 4xx and 5xx included (the
+// draft's "original result, success or failure"), except those that say
+// the request was not executed (Config.NotExecuted: 429 and 503 by
+// default), which release the key. Once claimed, a request runs to
+// completion whatever its client does — the handler's context does not
+// end when the client disconnects — so a client that gave up and retries
+// gets 409 while the run goes on, then the run's own response. The
+// handler's context ends at 9/10 of LockTimeout: a handler still running
+// then cannot tell what it did, so nothing is stored and the key is
+// released. A request refused before the handler ran, or whose client was
+// gone before the claim, stores nothing. A handler that panics leaves the
+// key released (retryable) and the panic goes on. A response too large to
+// store (Config.MaxResponseBytes, the store's own limit) completes the key
+// with a marker: retries get 410 Gone and the handler never runs again.
+//
+// Do stores a value; an error of fn releases the key unless
+// Options.StoreError keeps it as the result (then retries get a
+// *ReplayedError; an error returned after ctx ended is never kept). If
+// storing the result itself fails after the work was done, the response is
+// still sent (Do returns the value with ErrNotStored) and the key stays
+// locked until LockTimeout, after which a retry runs again: when that is
+// not acceptable, use DoPhases, whose last transaction holds the work and
+// the result together.
 //
 // # Time
 //

@@ -3,6 +3,7 @@ package idempotency
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -67,7 +68,9 @@ func (s Step) DerivedKey() string { return s.Key + ":" + s.Phase }
 // ErrInProgress, ErrKeyReused, opts.StoreError (a kept error completes the
 // key — the committed phases' writes stay), ErrLockLost for a run whose
 // lock was taken over (its phase in flight rolled back), release on error
-// and panic. The store may run a phase's function again in a fresh
+// and panic, cancellation. A value too large for the store is kept as a
+// marker: finish runs again in a new transaction that commits its writes
+// with the marker, and retries get ErrResponseTooLarge. The store may run a phase's function again in a fresh
 // transaction after a deadlock or serialization failure.
 //
 // Errors also include concurkit.ErrInvalidArgument for no finish, an
@@ -111,6 +114,9 @@ func DoPhases[Tx, T any](ctx context.Context, s TxStore[Tx], principal, key stri
 		return v, oc == completed, err
 	}
 	lock := Lock{Principal: principal, Key: key, ID: req.LockID}
+	if err := gaveUp(ctx, s, lock); err != nil {
+		return zero, false, err
+	}
 	start := 0
 	if rec.RecoveryPoint != Started {
 		i, ok := index[rec.RecoveryPoint]
@@ -133,7 +139,8 @@ func DoPhases[Tx, T any](ctx context.Context, s TxStore[Tx], principal, key stri
 		}
 		step.Phase = Finished
 		var out T
-		err := s.Advance(ctx, lock, Finished, o.now(), o.now().Add(o.ttl), func(ctx context.Context, tx Tx) (*Response, error) {
+		marker := false
+		last := func(ctx context.Context, tx Tx) (*Response, error) {
 			v, err := finish(ctx, tx, step)
 			if err != nil {
 				return nil, err
@@ -143,8 +150,20 @@ func DoPhases[Tx, T any](ctx context.Context, s TxStore[Tx], principal, key stri
 				return nil, fmt.Errorf("idempotency: encode result: %w", err)
 			}
 			out = v
+			if marker {
+				r := notStored(http.StatusOK, int64(len(body)), "")
+				return &r, nil
+			}
 			return &Response{Status: http.StatusOK, Body: body}, nil
-		})
+		}
+		err := s.Advance(ctx, lock, Finished, o.now(), o.now().Add(o.ttl), last)
+		if errors.Is(err, ErrResponseTooLarge) {
+			// The transaction rolled back with the result; finish again,
+			// keeping a marker with its writes, so that a retry does not
+			// run it again.
+			marker = true
+			err = s.Advance(ctx, lock, Finished, o.now(), o.now().Add(o.ttl), last)
+		}
 		if err != nil {
 			return zero, finishFailed(ctx, s, o, lock, err)
 		}

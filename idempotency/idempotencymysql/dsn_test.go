@@ -35,11 +35,7 @@ func TestDSNOptions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return idemtest.Env{Store: s, Counter: idemtest.MySQLCounter(t, db), Rows: func(ctx context.Context) (int, error) {
-			var n int
-			err := db.QueryRowContext(ctx, `SELECT count(*) FROM concurkit_idempotency_keys`).Scan(&n)
-			return n, err
-		}}
+		return idemtest.MySQLEnv(t, db, s)
 	}
 	t.Run("Conformance", func(t *testing.T) { idemtest.Conformance(t, newEnv) })
 	t.Run("Expiry", func(t *testing.T) { idemtest.Expiry(t, newEnv(t)) })

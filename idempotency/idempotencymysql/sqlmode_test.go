@@ -1,7 +1,6 @@
 package idempotencymysql_test
 
 import (
-	"context"
 	"database/sql"
 	"testing"
 
@@ -58,11 +57,7 @@ func modeEnv(sqlMode string) func(t *testing.T) idemtest.Env {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return idemtest.Env{Store: s, Counter: idemtest.MySQLCounter(t, db), Rows: func(ctx context.Context) (int, error) {
-			var n int
-			err := db.QueryRowContext(ctx, `SELECT count(*) FROM concurkit_idempotency_keys`).Scan(&n)
-			return n, err
-		}}
+		return idemtest.MySQLEnv(t, db, s)
 	}
 }
 

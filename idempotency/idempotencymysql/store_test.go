@@ -31,11 +31,7 @@ func newEnv(t *testing.T) idemtest.Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return idemtest.Env{Store: s, Counter: idemtest.MySQLCounter(t, db), Rows: func(ctx context.Context) (int, error) {
-		var n int
-		err := db.QueryRowContext(ctx, `SELECT count(*) FROM concurkit_idempotency_keys`).Scan(&n)
-		return n, err
-	}}
+	return idemtest.MySQLEnv(t, db, s)
 }
 
 func TestSuite(t *testing.T) { idemtest.Run(t, newEnv) }

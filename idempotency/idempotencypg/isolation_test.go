@@ -1,7 +1,6 @@
 package idempotencypg_test
 
 import (
-	"context"
 	"net/url"
 	"strings"
 	"testing"
@@ -51,11 +50,7 @@ func TestSuiteRepeatableRead(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return idemtest.Env{Store: s, Counter: idemtest.PGCounter(t, pool), Rows: func(ctx context.Context) (int, error) {
-			var n int
-			err := pool.QueryRow(ctx, `SELECT count(*) FROM concurkit_idempotency_keys`).Scan(&n)
-			return n, err
-		}}
+		return idemtest.PGEnv(t, pool, s)
 	})
 }
 

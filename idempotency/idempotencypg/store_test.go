@@ -33,11 +33,7 @@ func newEnv(t *testing.T) idemtest.Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return idemtest.Env{Store: s, Counter: idemtest.PGCounter(t, pool), Rows: func(ctx context.Context) (int, error) {
-		var n int
-		err := pool.QueryRow(ctx, `SELECT count(*) FROM concurkit_idempotency_keys`).Scan(&n)
-		return n, err
-	}}
+	return idemtest.PGEnv(t, pool, s)
 }
 
 func TestSuite(t *testing.T) { idemtest.Run(t, newEnv) }

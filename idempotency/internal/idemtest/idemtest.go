@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -39,12 +40,45 @@ type Env struct {
 	Counter Counter
 	// Rows returns how many keys the store holds.
 	Rows func(ctx context.Context) (int, error)
+	// Locked returns how many keys are locked: held by a run in progress,
+	// or left locked by one that is gone.
+	Locked func(ctx context.Context) (int, error)
+}
+
+// PGEnv is the Env of s, a store on the default key table in pool's
+// schema, with a PGCounter there.
+func PGEnv(t testing.TB, pool *pgxpool.Pool, s idempotency.Store) Env {
+	t.Helper()
+	count := func(where string) func(ctx context.Context) (int, error) {
+		return func(ctx context.Context) (int, error) {
+			var n int
+			err := pool.QueryRow(ctx, `SELECT count(*) FROM concurkit_idempotency_keys WHERE `+where).Scan(&n)
+			return n, err
+		}
+	}
+	return Env{Store: s, Counter: PGCounter(t, pool), Rows: count("true"), Locked: count("locked_at IS NOT NULL")}
+}
+
+// MySQLEnv is the Env of s, a store on the default key table in db's
+// database, with a MySQLCounter there.
+func MySQLEnv(t testing.TB, db *sql.DB, s idempotency.Store) Env {
+	t.Helper()
+	count := func(where string) func(ctx context.Context) (int, error) {
+		return func(ctx context.Context) (int, error) {
+			var n int
+			err := db.QueryRowContext(ctx, `SELECT count(*) FROM concurkit_idempotency_keys WHERE `+where).Scan(&n)
+			return n, err
+		}
+	}
+	return Env{Store: s, Counter: MySQLCounter(t, db), Rows: count("TRUE"), Locked: count("locked_at IS NOT NULL")}
 }
 
 // Counter is a table of named counters on a SQL server: the effect the
 // suite's handlers have, counted by the database rather than by the test.
 type Counter interface {
-	Incr(ctx context.Context, name string) error
+	// Incr adds one to the counter name in a transaction of its own and
+	// returns the new value.
+	Incr(ctx context.Context, name string) (int64, error)
 	All(ctx context.Context) (map[string]int64, error)
 }
 
@@ -59,9 +93,11 @@ func PGCounter(t testing.TB, pool *pgxpool.Pool) Counter {
 
 type pgCounter struct{ pool *pgxpool.Pool }
 
-func (c pgCounter) Incr(ctx context.Context, name string) error {
-	_, err := c.pool.Exec(ctx, `INSERT INTO idemtest_counters (name, n) VALUES ($1, 1) ON CONFLICT (name) DO UPDATE SET n = idemtest_counters.n + 1`, name)
-	return err
+func (c pgCounter) Incr(ctx context.Context, name string) (int64, error) {
+	var n int64
+	err := c.pool.QueryRow(ctx, `INSERT INTO idemtest_counters (name, n) VALUES ($1, 1)
+		ON CONFLICT (name) DO UPDATE SET n = idemtest_counters.n + 1 RETURNING n`, name).Scan(&n)
+	return n, err
 }
 
 func (c pgCounter) All(ctx context.Context) (map[string]int64, error) {
@@ -93,9 +129,14 @@ func MySQLCounter(t testing.TB, db *sql.DB) Counter {
 
 type myCounter struct{ db *sql.DB }
 
-func (c myCounter) Incr(ctx context.Context, name string) error {
-	_, err := c.db.ExecContext(ctx, `INSERT INTO idemtest_counters (name, n) VALUES (?, 1) ON DUPLICATE KEY UPDATE n = n + 1`, name)
-	return err
+func (c myCounter) Incr(ctx context.Context, name string) (int64, error) {
+	// LAST_INSERT_ID(expr) hands the new value back on the same connection.
+	res, err := c.db.ExecContext(ctx, `INSERT INTO idemtest_counters (name, n) VALUES (?, LAST_INSERT_ID(1))
+		ON DUPLICATE KEY UPDATE n = LAST_INSERT_ID(n + 1)`, name)
+	if err != nil {
+		return 0, err
+	}
+	return res.LastInsertId()
 }
 
 func (c myCounter) All(ctx context.Context) (map[string]int64, error) {
@@ -170,10 +211,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	name := r.Header.Get("X-Tenant") + "/" + strings.Trim(r.Header.Get(idempotency.DefaultHeader), `"`)
-	if err := h.Counter.Incr(r.Context(), name); err != nil {
+	n, err := h.Counter.Incr(r.Context(), name)
+	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
+	w.Header().Set("X-Effect", strconv.FormatInt(n, 10))
 	id := randomID()
 	w.Header().Set("X-Run", id)
 	if s := r.URL.Query().Get("status"); s != "" {
@@ -185,7 +228,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Location", "/orders/"+id)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusCreated)
-	_ = json.NewEncoder(w).Encode(map[string]any{"order": id, "name": name, "request": string(body)})
+	_ = json.NewEncoder(w).Encode(map[string]any{"order": id, "name": name, "request": string(body), "effect": n})
 }
 
 func randomID() string {
@@ -284,6 +327,7 @@ func rows(t *testing.T, env Env) int {
 // Run runs the whole suite; newEnv returns a fresh Env for each subtest.
 func Run(t *testing.T, newEnv func(t *testing.T) Env) {
 	t.Run("Conformance", func(t *testing.T) { Conformance(t, newEnv) })
+	t.Run("Cancellation", func(t *testing.T) { Cancellation(t, newEnv) })
 	t.Run("BadKeys", func(t *testing.T) { BadKeys(t, newEnv(t)) })
 	t.Run("Expiry", func(t *testing.T) { Expiry(t, newEnv(t)) })
 	t.Run("Reap", func(t *testing.T) { Reap(t, newEnv(t)) })
@@ -292,6 +336,8 @@ func Run(t *testing.T, newEnv func(t *testing.T) Env) {
 	t.Run("Concurrent", func(t *testing.T) { Concurrent(t, newEnv(t), 200, 8) })
 	t.Run("ConcurrentClaims", func(t *testing.T) { ConcurrentClaims(t, newEnv(t).Store, 20, 8) })
 	t.Run("StoreRoundTrip", func(t *testing.T) { StoreRoundTrip(t, newEnv(t)) })
+	t.Run("ClientGivesUp", func(t *testing.T) { ClientGivesUp(t, newEnv(t), 200) })
+	t.Run("ClaimCancelled", func(t *testing.T) { ClaimCancelled(t, newEnv(t), 300) })
 }
 
 // StoreRoundTrip: a stored response comes back byte for byte through the
