@@ -16,8 +16,10 @@
 //
 // Limits: DoPhases needs the phase's writes and the key in one SQL
 // transaction, so this Store is not a TxStore (use single-step Do or the
-// middleware). An item is at most 400 KB: larger responses cannot be
-// stored. Expiry is kept in whole seconds (rounded up) in the TTL
+// middleware). An item is at most 400 KB: Complete refuses a larger
+// response with idempotency.ErrResponseTooLarge before any request, and
+// the key keeps a marker instead (a retry gets 410 Gone and does not run
+// again). Expiry is kept in whole seconds (rounded up) in the TTL
 // attribute "expiration"; CreateTable turns on DynamoDB's TTL deletion,
 // and Reap (a Scan plus conditional deletes) is there for prompt cleanup
 // and for DynamoDB Local.

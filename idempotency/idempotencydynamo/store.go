@@ -311,12 +311,26 @@ func (s *Store) fenced(ctx context.Context, op string, l idempotency.Lock, done,
 	return nil
 }
 
+// Item sizes: DynamoDB refuses an item over 400 KB, attribute names
+// included. itemOverhead bounds what a completed item holds besides its
+// body, headers, principal and key (three times each: the id and two
+// attributes): the attribute names, the fingerprint, the numbers, the
+// status and recovery point (about 350 bytes).
+const (
+	maxItemBytes = 400 * 1024
+	itemOverhead = 1024
+)
+
 // Complete implements idempotency.Store. An item is at most 400 KB: a
-// larger response cannot be stored (the error says so).
+// response that would make it larger is refused before any request with
+// an error matching idempotency.ErrResponseTooLarge.
 func (s *Store) Complete(ctx context.Context, l idempotency.Lock, resp idempotency.Response, expiresAt time.Time) error {
 	h, err := wire.Header(resp.Header)
 	if err != nil {
 		return fmt.Errorf("%s: complete: %w", pkg, err)
+	}
+	if size := len(resp.Body) + len(h) + 3*(len(l.Principal)+len(l.Key)) + itemOverhead; size > maxItemBytes {
+		return fmt.Errorf("%s: complete: %w: an item of about %d bytes, over DynamoDB's %d", pkg, idempotency.ErrResponseTooLarge, size, maxItemBytes)
 	}
 	update := completeUpdate
 	placeholders := []string{"#rp", "#rs", "#rh", "#exp", "#ipe", "#lockedAt"}

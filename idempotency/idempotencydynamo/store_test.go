@@ -54,4 +54,8 @@ func envOn(t *testing.T, client *dynamodb.Client, table string) idemtest.Env {
 	return idemtest.Env{Store: s, Counter: idemtest.PGCounter(t, testkit.Postgres(t)), Rows: count(""), Locked: count("#status = :inprogress")}
 }
 
-func TestSuite(t *testing.T) { idemtest.Run(t, newEnv) }
+// storeLimit is a response DynamoDB cannot keep: an item is at most
+// 400 KB.
+const storeLimit = 400 << 10
+
+func TestSuite(t *testing.T) { idemtest.Run(t, newEnv, storeLimit) }

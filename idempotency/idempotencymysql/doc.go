@@ -13,7 +13,10 @@
 // session's sql_mode (MariaDB's SIMULTANEOUS_ASSIGNMENT included), plus a
 // read by primary key (two round trips); writes that the caller's context
 // interrupts are stopped on the server (KILL QUERY) through the *sql.DB.
-// The store works with any DSN options (parseTime, loc, clientFoundRows,
+// A response whose statement would exceed the server's max_allowed_packet
+// (counted twice: escaped values may double) is refused with
+// idempotency.ErrResponseTooLarge before it is sent, and the key keeps a
+// marker instead. The store works with any DSN options (parseTime, loc, clientFoundRows,
 // interpolateParams): times are sent as text of the UTC wall clock, so the
 // driver's conversion to loc never applies. See package idempotency for the design.
 //

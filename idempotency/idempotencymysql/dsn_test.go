@@ -3,6 +3,7 @@ package idempotencymysql_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -104,5 +105,44 @@ func TestDSNLocation(t *testing.T) {
 				t.Fatalf("record times locked %v, expires %v, created %v; want %v and %v", rec.LockedAt, rec.ExpiresAt, rec.CreatedAt, clock.Now(), clock.Now().Add(time.Hour))
 			}
 		})
+	}
+}
+
+// TestPacketTooLargeEscaped: with interpolateParams the driver sends the
+// body escaped in the statement's text, up to twice its size; a body under
+// max_allowed_packet whose escaped form is over it is refused by the
+// server (error 1153, the connection closed), which Complete reports as
+// ErrResponseTooLarge.
+func TestPacketTooLargeEscaped(t *testing.T) {
+	dsn, admin := migrated(t)
+	var limit int
+	if err := admin.QueryRowContext(t.Context(), `SELECT @@max_allowed_packet`).Scan(&limit); err != nil {
+		t.Fatal(err)
+	}
+	if limit > 64<<20 {
+		t.Skipf("max_allowed_packet is %d", limit)
+	}
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.InterpolateParams = true
+	s, err := idempotencymysql.New(testkit.MySQLFor(t, cfg.FormatDSN()), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := idemtest.NewClock().Now()
+	req := idempotency.ClaimRequest{Key: "k1", Fingerprint: []byte("fp"), LockID: 7, Now: now, LockTimeout: time.Minute, TTL: time.Hour}
+	if _, err := s.Claim(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	body := make([]byte, limit*3/4) // NUL bytes: each escaped as two
+	err = s.Complete(t.Context(), idempotency.Lock{Key: "k1", ID: 7}, idempotency.Response{Status: 200, Body: body}, now.Add(time.Hour))
+	if !errors.Is(err, idempotency.ErrResponseTooLarge) {
+		t.Fatalf("Complete of %d bytes escaped to about %d, max_allowed_packet %d: %v, want ErrResponseTooLarge", len(body), 2*len(body), limit, err)
+	}
+	// The key is still held: a marker completes it.
+	if err := s.Complete(t.Context(), idempotency.Lock{Key: "k1", ID: 7}, idempotency.Response{Status: 410, Body: []byte("marker")}, now.Add(time.Hour)); err != nil {
+		t.Fatal(err)
 	}
 }

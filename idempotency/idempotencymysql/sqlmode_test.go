@@ -67,5 +67,5 @@ func modeEnv(sqlMode string) func(t *testing.T) idemtest.Env {
 // ConcurrentClaims shows that of concurrent claims of a released or
 // timed-out key exactly one runs.
 func TestSuiteSimultaneousAssignment(t *testing.T) {
-	idemtest.Run(t, modeEnv(simultaneous))
+	idemtest.Run(t, modeEnv(simultaneous), storeLimit(t))
 }

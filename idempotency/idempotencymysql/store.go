@@ -5,7 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/concurkit/concurkit"
 	"github.com/concurkit/concurkit/idempotency"
@@ -50,6 +53,9 @@ type Config struct {
 type Store struct {
 	db DBTX
 	s  statements
+	// maxPacket caches the server's max_allowed_packet, read when a
+	// response first needs it; 0 until then.
+	maxPacket atomic.Int64
 }
 
 type statements struct {
@@ -303,7 +309,50 @@ func (s *Store) complete(ctx context.Context, db DBTX, l idempotency.Lock, resp 
 	if body == nil {
 		body = []byte{} // an empty body, not NULL
 	}
-	return fenced(ctx, db, "complete", s.s.complete, resp.Status, h, body, utc(expiresAt), l.Principal, l.Key, l.ID)
+	if err := s.fits(ctx, len(body)+len(h)+len(l.Principal)+len(l.Key)); err != nil {
+		return err
+	}
+	err = fenced(ctx, db, "complete", s.s.complete, resp.Status, h, body, utc(expiresAt), l.Principal, l.Key, l.ID)
+	if me, ok := errors.AsType[*mysql.MySQLError](err); (ok && me.Number == erNetPacketTooLarge) || errors.Is(err, mysql.ErrPktTooLarge) {
+		return fmt.Errorf("%s: complete: %w: %w", pkg, idempotency.ErrResponseTooLarge, err)
+	}
+	return err
+}
+
+// Packet sizes. A statement travels in one packet of at most the server's
+// max_allowed_packet (MariaDB's default 16 MiB, MySQL's 64 MiB), which
+// fits checks before sending a large response: a server that refuses a
+// packet closes the connection, and the driver then reports a reset
+// connection, not why. Values are counted twice: with interpolateParams
+// they travel escaped in the statement's text, up to twice their size
+// (TestPacketTooLargeEscaped). Values that small always fit are not
+// checked; the statement's text and other values take statementOverhead.
+// The server's error 1153 (ER_NET_PACKET_TOO_LARGE), should the server
+// answer it, is recognised too.
+const (
+	alwaysFits          = 32 << 10
+	statementOverhead   = 4 << 10
+	erNetPacketTooLarge = 1153
+	maxPacketQuery      = "SELECT @@max_allowed_packet"
+)
+
+// fits returns an error matching idempotency.ErrResponseTooLarge when
+// values of n bytes do not fit in a statement.
+func (s *Store) fits(ctx context.Context, n int) error {
+	if n <= alwaysFits {
+		return nil
+	}
+	limit := s.maxPacket.Load()
+	if limit == 0 {
+		if err := s.db.QueryRowContext(ctx, maxPacketQuery).Scan(&limit); err != nil {
+			return nil // the write itself will tell
+		}
+		s.maxPacket.Store(limit)
+	}
+	if 2*int64(n)+statementOverhead > limit {
+		return fmt.Errorf("%s: complete: %w: %d bytes, the server's max_allowed_packet is %d", pkg, idempotency.ErrResponseTooLarge, n, limit)
+	}
+	return nil
 }
 
 // Release implements idempotency.Store.

@@ -51,7 +51,7 @@ func TestSuiteRepeatableRead(t *testing.T) {
 			t.Fatal(err)
 		}
 		return idemtest.PGEnv(t, pool, s)
-	})
+	}, 0)
 }
 
 // TestPhasesRepeatableRead runs the phases suite on REPEATABLE READ

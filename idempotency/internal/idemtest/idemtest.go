@@ -325,7 +325,9 @@ func rows(t *testing.T, env Env) int {
 }
 
 // Run runs the whole suite; newEnv returns a fresh Env for each subtest.
-func Run(t *testing.T, newEnv func(t *testing.T) Env) {
+// storeLimit is the largest response the store cannot keep (see
+// LargeResponses), 0 when it has no practical limit.
+func Run(t *testing.T, newEnv func(t *testing.T) Env, storeLimit int) {
 	t.Run("Conformance", func(t *testing.T) { Conformance(t, newEnv) })
 	t.Run("Cancellation", func(t *testing.T) { Cancellation(t, newEnv) })
 	t.Run("BadKeys", func(t *testing.T) { BadKeys(t, newEnv(t)) })
@@ -338,6 +340,7 @@ func Run(t *testing.T, newEnv func(t *testing.T) Env) {
 	t.Run("StoreRoundTrip", func(t *testing.T) { StoreRoundTrip(t, newEnv(t)) })
 	t.Run("ClientGivesUp", func(t *testing.T) { ClientGivesUp(t, newEnv(t), 200) })
 	t.Run("ClaimCancelled", func(t *testing.T) { ClaimCancelled(t, newEnv(t), 300) })
+	t.Run("LargeResponses", func(t *testing.T) { LargeResponses(t, newEnv, storeLimit) })
 }
 
 // StoreRoundTrip: a stored response comes back byte for byte through the
