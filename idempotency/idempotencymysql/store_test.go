@@ -94,3 +94,9 @@ func newPhaseEnv(t *testing.T) idemtest.PhaseEnv[*sql.Tx] {
 }
 
 func TestPhases(t *testing.T) { idemtest.Phases(t, newPhaseEnv) }
+
+func TestPhasesLargeResult(t *testing.T) {
+	if n := storeLimit(t); n > 0 {
+		idemtest.PhasesLargeResult(t, newPhaseEnv(t), n)
+	}
+}
