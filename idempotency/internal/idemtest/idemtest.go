@@ -341,6 +341,7 @@ func Run(t *testing.T, newEnv func(t *testing.T) Env, storeLimit int) {
 	t.Run("ClientGivesUp", func(t *testing.T) { ClientGivesUp(t, newEnv(t), 200) })
 	t.Run("ClaimCancelled", func(t *testing.T) { ClaimCancelled(t, newEnv(t), 300) })
 	t.Run("LargeResponses", func(t *testing.T) { LargeResponses(t, newEnv, storeLimit) })
+	t.Run("RateLimited", func(t *testing.T) { RateLimited(t, newEnv(t)) })
 }
 
 // StoreRoundTrip: a stored response comes back byte for byte through the
