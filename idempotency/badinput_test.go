@@ -42,6 +42,7 @@ func TestMiddlewareConfig(t *testing.T) {
 		"bad response header":        {unused{}, &idempotency.Config{Headers: []string{"Location", "a:b"}}},
 		"negative MaxKeyLength":      {unused{}, &idempotency.Config{MaxKeyLength: -1}},
 		"negative MaxBodyBytes":      {unused{}, &idempotency.Config{MaxBodyBytes: -1}},
+		"negative MaxResponseBytes":  {unused{}, &idempotency.Config{MaxResponseBytes: -1}},
 		"TTL below default lock 90s": {unused{}, &idempotency.Config{TTL: time.Minute}},
 	} {
 		if _, err := idempotency.Middleware(c.s, c.cfg); !errors.Is(err, concurkit.ErrInvalidArgument) {

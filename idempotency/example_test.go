@@ -124,6 +124,71 @@ func ExampleMiddleware() {
 	// orders placed: 1
 }
 
+// A client that gives up does not stop its request: the handler runs to
+// completion (its context does not end with the client's), and the
+// client's retry with the same key gets 409 while it runs, then its
+// response.
+func ExampleMiddleware_clientGivesUp() {
+	ctx := context.Background()
+	pool, cleanup, err := examplePool(ctx, "ck_example_idem_gives_up")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer cleanup()
+	store, err := idempotencypg.New(pool, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	mw, err := idempotency.Middleware(store, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	running, clientGone := make(chan struct{}), make(chan struct{})
+	charges := 0
+	srv := httptest.NewServer(mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(running)
+		<-clientGone // a slow payment provider; meanwhile the client gives up
+		charges++    // in a real service: a write with r.Context(), still live
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, `{"charge":%d,"context":%v}`, charges, r.Context().Err())
+	})))
+	defer srv.Close()
+
+	post := func(ctx context.Context) (*http.Response, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/charges", strings.NewReader(`{"amount":100}`))
+		req.Header.Set("Idempotency-Key", `"c-7"`)
+		return srv.Client().Do(req)
+	}
+	cctx, giveUp := context.WithCancel(ctx)
+	go func() { <-running; giveUp(); close(clientGone) }()
+	if _, err := post(cctx); err != nil {
+		fmt.Println("first attempt: gave up")
+	}
+	for {
+		resp, err := post(ctx)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusConflict {
+			time.Sleep(10 * time.Millisecond) // still running: retry later
+			continue
+		}
+		fmt.Println(resp.StatusCode, resp.Header.Get("Idempotent-Replayed"), string(b))
+		break
+	}
+	fmt.Println("charges:", charges)
+	// Output:
+	// first attempt: gave up
+	// 201 true {"charge":1,"context":<nil>}
+	// charges: 1
+}
+
 // The order with a rate limiter: the idempotency middleware outside, the
 // limiter inside, next to the handler. A replay never reaches the limiter
 // (it costs no quota and is never refused), and a 429 means the request did

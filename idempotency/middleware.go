@@ -123,7 +123,9 @@ type Config struct {
 	NotExecuted func(status int) bool
 	// TTL, LockTimeout and Now are as in Options: defaults DefaultTTL,
 	// DefaultLockTimeout (a crashed request's key may be taken over after
-	// it) and time.Now.
+	// it; the handler's context ends at 9/10 of it after the claim) and
+	// time.Now. Now dates the stored keys; the handler's deadline is
+	// measured by the real clock.
 	TTL         time.Duration
 	LockTimeout time.Duration
 	Now         func() time.Time
