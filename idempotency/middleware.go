@@ -434,7 +434,11 @@ func (m *middleware) finish(ctx context.Context, w http.ResponseWriter, rw *reco
 			err = m.store.Complete(cctx, lock, marker, m.opts.now().Add(m.opts.ttl))
 		}
 		cancel()
-		if err != nil {
+		switch {
+		case errors.Is(err, ErrLockLost):
+			m.log.ErrorContext(ctx, "idempotency: response not stored: the run outlived the lock timeout and its key was taken over",
+				"key", key, "status", resp.Status, "err", err)
+		case err != nil:
 			m.log.ErrorContext(ctx, "idempotency: response not stored; the key stays locked until the lock timeout",
 				"key", key, "status", resp.Status, "err", err)
 		}
