@@ -33,7 +33,8 @@ type Options struct {
 	// key instead: the error is returned and a retry runs fn again (from
 	// the last recovery point, for DoPhases). Errors that match
 	// context.Canceled, context.DeadlineExceeded or ErrLockLost are never
-	// stored.
+	// stored, nor any error returned after ctx ended (it may be a
+	// consequence of the cancellation).
 	StoreError func(err error) bool
 }
 

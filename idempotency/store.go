@@ -52,7 +52,8 @@ type Table struct {
 // middleware was told to keep (Config.Headers) and the body, byte for
 // byte. Do stores its result as Status 200 with the JSON encoding of the
 // value as Body, and an error kept by Options.StoreError as Status 500
-// with the error's text.
+// with the error's text. A result too large for the store is replaced by a
+// marker: Status 410, a problem+json Body of type ResponseNotStoredType.
 type Response struct {
 	Status int
 	Header http.Header
