@@ -17,15 +17,7 @@ import (
 // of the target or of a non-JSON body as another one.
 func TestRequestFingerprintCanonical(t *testing.T) {
 	fp := func(method, target, contentType, body string) string {
-		r := httptest.NewRequest(method, target, strings.NewReader(body))
-		if contentType != "" {
-			r.Header.Set("Content-Type", contentType)
-		}
-		f, err := requestFingerprint(r, []byte(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(f)
+		return fpOf(t, method, target, contentType, body)
 	}
 	const js = "application/json"
 	base := fp("POST", "/orders?a=1&b=2", js, `{"amount":100,"items":[{"sku":"x","n":2}],"note":null}`)
@@ -61,11 +53,11 @@ func TestRequestFingerprintCanonical(t *testing.T) {
 	}
 }
 
-// fpOf is the default fingerprint of a POST to target with contentType
-// ("" sends none) and body.
-func fpOf(t testing.TB, target, contentType, body string) string {
+// fpOf is the default fingerprint of a request of method to target with
+// contentType ("" sends none) and body.
+func fpOf(t testing.TB, method, target, contentType, body string) string {
 	t.Helper()
-	r := httptest.NewRequest("POST", target, strings.NewReader(body))
+	r := httptest.NewRequest(method, target, strings.NewReader(body))
 	if contentType != "" {
 		r.Header.Set("Content-Type", contentType)
 	}
@@ -110,7 +102,7 @@ func TestRequestFingerprintCollisions(t *testing.T) {
 		{"form vs octets", req{"/", "application/x-www-form-urlencoded", "a=1"}, req{"/", "application/octet-stream", "a=1"}},
 	}
 	for _, c := range differ {
-		if fpOf(t, c.a.target, c.a.ct, c.a.body) == fpOf(t, c.b.target, c.b.ct, c.b.body) {
+		if fpOf(t, "POST", c.a.target, c.a.ct, c.a.body) == fpOf(t, "POST", c.b.target, c.b.ct, c.b.body) {
 			t.Errorf("%s: %q and %q share a fingerprint", c.name, c.a, c.b)
 		}
 	}
@@ -128,7 +120,7 @@ func TestRequestFingerprintCollisions(t *testing.T) {
 		{"same bytes, not JSON", req{"/", "text/plain", "caf\xe9"}, req{"/", "text/plain", "caf\xe9"}},
 	}
 	for _, c := range same {
-		if fpOf(t, c.a.target, c.a.ct, c.a.body) != fpOf(t, c.b.target, c.b.ct, c.b.body) {
+		if fpOf(t, "POST", c.a.target, c.a.ct, c.a.body) != fpOf(t, "POST", c.b.target, c.b.ct, c.b.body) {
 			t.Errorf("%s: %q and %q differ; want one request", c.name, c.a, c.b)
 		}
 	}
