@@ -41,7 +41,8 @@ FUZZ         ?= internal/ident:FuzzPostgres internal/ident:FuzzMySQL \
                 fenced/fencedpg:FuzzGuardSQL fenced/fencedmysql:FuzzGuardSQL \
                 outbox:FuzzValidate \
                 deadlock:FuzzLockManager deadlock:FuzzSimulate \
-                ratelimit/internal/spec:FuzzModel idempotency:FuzzParseKey
+                ratelimit/internal/spec:FuzzModel idempotency:FuzzParseKey \
+                idempotency:FuzzRequestFingerprint idempotency/internal/wire:FuzzHeader
 
 # Load the servers' endpoints (CONCURKIT_*) into the recipe's shell.
 WITH_ENV := eval "$$($(SERVICES) env)";

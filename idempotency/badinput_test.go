@@ -42,6 +42,7 @@ func TestMiddlewareConfig(t *testing.T) {
 		"bad response header":        {unused{}, &idempotency.Config{Headers: []string{"Location", "a:b"}}},
 		"negative MaxKeyLength":      {unused{}, &idempotency.Config{MaxKeyLength: -1}},
 		"negative MaxBodyBytes":      {unused{}, &idempotency.Config{MaxBodyBytes: -1}},
+		"negative MaxResponseBytes":  {unused{}, &idempotency.Config{MaxResponseBytes: -1}},
 		"TTL below default lock 90s": {unused{}, &idempotency.Config{TTL: time.Minute}},
 	} {
 		if _, err := idempotency.Middleware(c.s, c.cfg); !errors.Is(err, concurkit.ErrInvalidArgument) {
@@ -78,5 +79,35 @@ func TestDoBadInput(t *testing.T) {
 		if _, _, err := idempotency.Do(ctx, unused{}, p, "k", nil, nil, fn); !errors.Is(err, concurkit.ErrInvalidArgument) {
 			t.Errorf("principal %q: %v", p, err)
 		}
+	}
+}
+
+// txUnused is a TxStore for argument checks that must fail before any I/O.
+type txUnused struct{ unused }
+
+func (txUnused) Advance(context.Context, idempotency.Lock, string, time.Time, time.Time, func(context.Context, struct{}) (*idempotency.Response, error)) error {
+	panic("I/O before validation")
+}
+
+// TestDerivedKeysInjective: Step.DerivedKey is "<key>:<phase>", and keys
+// may contain ':'; a phase name with ':' would let two different (key,
+// phase) pairs share a derived key — ("order", "1:charge") and
+// ("order:1", "charge") — so that one operation's call to an outside
+// service replays another's. DoPhases refuses such names before any I/O;
+// names without ':' keep their derived keys unchanged and injective.
+func TestDerivedKeysInjective(t *testing.T) {
+	ctx := t.Context()
+	finish := func(context.Context, struct{}, idempotency.Step) (int, error) { return 1, nil }
+	run := func(context.Context, struct{}, idempotency.Step) error { return nil }
+	for _, name := range []string{"1:charge", ":", "charge:", ":charge"} {
+		_, _, err := idempotency.DoPhases(ctx, txUnused{}, "", "order", nil, nil, []idempotency.Phase[struct{}]{{Name: name, Run: run}}, finish)
+		if !errors.Is(err, concurkit.ErrInvalidArgument) {
+			t.Errorf("phase %q: %v, want ErrInvalidArgument", name, err)
+		}
+	}
+	a := idempotency.Step{Key: "order:1", Phase: "charge"}
+	b := idempotency.Step{Key: "order", Phase: "1:charge"} // refused above
+	if a.DerivedKey() != "order:1:charge" || a.DerivedKey() != b.DerivedKey() {
+		t.Fatalf("derived keys %q and %q: the format changed", a.DerivedKey(), b.DerivedKey())
 	}
 }

@@ -33,7 +33,8 @@ type Options struct {
 	// key instead: the error is returned and a retry runs fn again (from
 	// the last recovery point, for DoPhases). Errors that match
 	// context.Canceled, context.DeadlineExceeded or ErrLockLost are never
-	// stored.
+	// stored, nor any error returned after ctx ended (it may be a
+	// consequence of the cancellation).
 	StoreError func(err error) bool
 }
 
@@ -83,9 +84,13 @@ func (r resolved) request(principal, key string, fingerprint []byte) ClaimReques
 	}
 }
 
-// keeps reports whether err is a final result to store.
-func (r resolved) keeps(err error) bool {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrLockLost) {
+// keeps reports whether err, returned by fn under ctx, is a final result
+// to store. An error of a run whose context had ended by then is never
+// kept, whatever it matches: it may be a consequence of the cancellation
+// (a driver error that does not wrap ctx.Err()), and a result stored for a
+// run that could not finish would be replayed as its outcome.
+func (r resolved) keeps(ctx context.Context, err error) bool {
+	if ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrLockLost) {
 		return false
 	}
 	return r.storeError != nil && r.storeError(err)
@@ -103,12 +108,20 @@ func (r resolved) keeps(err error) bool {
 //
 // When fn fails, its error is returned and the key is released, so a
 // retry runs fn again — unless opts.StoreError keeps the error: then it is
-// stored, and retries get a *ReplayedError with its text. When fn panics,
-// the key is released and the panic goes on. If the call holds the key
-// longer than opts.LockTimeout, another call may take it over and run fn
-// again; the late run's result is then refused (ErrLockLost). When the
-// result cannot be stored, Do returns fn's value with an error matching
-// ErrNotStored.
+// stored, and retries get a *ReplayedError with its text (an error fn
+// returns after ctx ended is never kept). When fn panics, the key is
+// released and the panic goes on. If the call holds the key longer than
+// opts.LockTimeout, another call may take it over and run fn again; the
+// late run's result is then refused (ErrLockLost). When the result cannot
+// be stored, Do returns fn's value with an error matching ErrNotStored;
+// when it is too large for the store, Do returns fn's value and keeps a
+// marker, so retries get an error matching ErrResponseTooLarge and fn
+// never runs again.
+//
+// Cancellation: a ctx that has ended before the call claims nothing. Once
+// sent, the claim is awaited even if ctx ends meanwhile (bounded by a few
+// seconds), so that its release, when ctx ended before fn could start,
+// comes after it: a key is never left locked by a call that gave up.
 //
 // principal scopes the key (a user, tenant or API key; "" is one shared
 // namespace): keys of different principals never meet. key must be 1 to
@@ -116,7 +129,8 @@ func (r resolved) keeps(err error) bool {
 //
 // Errors: concurkit.ErrInvalidArgument (nil store or fn, bad key
 // (ErrInvalidKey) or principal, bad opts) before any I/O; ErrInProgress;
-// ErrKeyReused; fn's error; *ReplayedError; ErrLockLost; ErrNotStored; the
+// ErrKeyReused; fn's error; *ReplayedError; ErrLockLost; ErrNotStored;
+// ErrResponseTooLarge; ctx.Err() when ctx ended before fn started; the
 // store's errors (matching ctx.Err() when ctx ended the call).
 func Do[T any](ctx context.Context, s Store, principal, key string, fingerprint []byte, opts *Options, fn func(ctx context.Context) (T, error)) (T, bool, error) {
 	var zero T
@@ -139,6 +153,9 @@ func Do[T any](ctx context.Context, s Store, principal, key string, fingerprint 
 		return v, oc == completed, err
 	}
 	lock := Lock{Principal: principal, Key: key, ID: req.LockID}
+	if err := gaveUp(ctx, s, lock); err != nil {
+		return zero, false, err
+	}
 	v, err := runLocked(ctx, s, lock, func() (T, error) { return fn(ctx) })
 	if err != nil {
 		return zero, false, finishFailed(ctx, s, o, lock, err)
@@ -150,13 +167,30 @@ func Do[T any](ctx context.Context, s Store, principal, key string, fingerprint 
 	}
 	cctx, cancel := cleanupContext(ctx)
 	defer cancel()
-	if err := s.Complete(cctx, lock, Response{Status: http.StatusOK, Body: body}, o.now().Add(o.ttl)); err != nil {
+	expires := o.now().Add(o.ttl)
+	err = s.Complete(cctx, lock, Response{Status: http.StatusOK, Body: body}, expires)
+	if errors.Is(err, ErrResponseTooLarge) {
+		// fn ran: keep a marker, so that a retry does not run it again.
+		err = s.Complete(cctx, lock, notStored(http.StatusOK, int64(len(body)), ""), expires)
+	}
+	if err != nil {
 		if errors.Is(err, ErrLockLost) {
 			return zero, false, err
 		}
 		return v, false, errors.Join(ErrNotStored, err)
 	}
 	return v, false, nil
+}
+
+// gaveUp releases a key just claimed for a caller whose context ended
+// while the claim was in flight (claim waits for the answer whatever the
+// caller does), and returns the context's error; nil if ctx is live.
+func gaveUp(ctx context.Context, s Store, lock Lock) error {
+	err := ctx.Err()
+	if err != nil {
+		release(ctx, s, lock)
+	}
+	return err
 }
 
 // check validates the arguments shared by Do and DoPhases.
@@ -183,7 +217,11 @@ func settled[T any](oc outcome, rec Record) (T, bool, error) {
 		return zero, true, ErrKeyReused
 	}
 	r := rec.Response
-	if r.Status != http.StatusOK {
+	switch r.Status {
+	case http.StatusOK:
+	case http.StatusGone: // notStored's marker
+		return zero, true, fmt.Errorf("%w: the call completed, but its result was too large to store and cannot be replayed", ErrResponseTooLarge)
+	default:
 		return zero, true, &ReplayedError{Message: string(r.Body)}
 	}
 	var v T
@@ -213,7 +251,7 @@ func finishFailed(ctx context.Context, s Store, o resolved, lock Lock, err error
 	if errors.Is(err, ErrLockLost) {
 		return err
 	}
-	if !o.keeps(err) {
+	if !o.keeps(ctx, err) {
 		release(ctx, s, lock)
 		return err
 	}

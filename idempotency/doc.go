@@ -17,7 +17,8 @@
 //
 //   - Middleware, for net/http services: the Idempotency-Key header of
 //     the IETF draft (draft-ietf-httpapi-idempotency-key-header), replays
-//     byte for byte, 409 while in progress, 422 for a reused key.
+//     byte for byte, 409 while in progress, 422 for a reused key. A rate
+//     limiter goes inside it: mw(limit(handler)).
 //   - Do, for any Go function: run fn once per (principal, key) and get
 //     its value (JSON-encoded in the store) back on every repetition.
 //   - DoPhases, for a multi-step operation on PostgreSQL or MariaDB: each
@@ -32,9 +33,9 @@
 // One row (or item) per (principal, key): keys are unique per principal —
 // a user, tenant or API key — so one client's key can never replay
 // another's response. With the key: the request's fingerprint (SHA-256;
-// by default of the method, the target with its query sorted and the body,
-// a JSON body in canonical form), the lock of the run
-// in progress (lock id and time, NULL when none runs), the recovery point
+// by default of the method, the target with its query sorted, the media
+// type and the body, a JSON body in canonical form when that form is
+// provably the same request), the lock of the run in progress (lock id and time, NULL when none runs), the recovery point
 // ("started", the phases' names, "finished"), the stored response (status,
 // the headers listed in Config.Headers, the body), the number of runs, and
 // the creation, last-run and expiry times.
@@ -60,7 +61,10 @@
 //     row at all: a second statement then reads it.
 //   - MariaDB/MySQL: INSERT … ON DUPLICATE KEY UPDATE whose assignments
 //     are conditional (the first one decides and sets the claimant's lock
-//     id, the others test it), under InnoDB's row lock, then a read by
+//     id, the others test it in a form that holds whether assignments
+//     see each other or not, so it is correct under every sql_mode,
+//     MariaDB's SIMULTANEOUS_ASSIGNMENT included), under InnoDB's row
+//     lock, then a read by
 //     primary key: two round trips (MySQL has no RETURNING, and the
 //     affected-row count depends on the DSN's clientFoundRows). Deadlocks
 //     with a concurrent reaper are retried.
@@ -69,10 +73,15 @@
 //     it fails (ReturnValuesOnConditionCheckFailure), as AWS Lambda
 //     Powertools does: status, expiration, in_progress_expiration.
 //
-// A claim that fails (the store is down, the context ended) is answered
-// with 503 by the middleware and stores nothing; if the claim may have
-// been applied before its answer was lost, the key is released at once,
-// so it stays retryable.
+// A claim is sent only while its caller's context is live, and once sent
+// it is awaited to its answer even if that context ends (bounded by a few
+// seconds): a statement abandoned mid-way may still be applied by the
+// server after its caller moved on, which would leave the key locked until
+// LockTimeout with nothing running. A claim that fails (the store is down)
+// is answered with 503 by the middleware and stores nothing; if the claim
+// may have been applied before its answer was lost, the key is released
+// at once, after the claim returned, so it stays retryable. Do releases a
+// key it claimed for a caller whose context ended meanwhile.
 //
 // # Fencing: a late run cannot overwrite its successor
 //
@@ -85,19 +94,33 @@
 // This does not undo what the late run did outside the store; that is what
 // phases and derived keys are for.
 //
-// # Failures
+// # Failures and clients that give up
 //
-// The middleware stores every response the handler produced, 4xx and 5xx
-// included (the draft's "original result, success or failure"); a request
-// refused before the handler ran stores nothing. A handler that panics
-// leaves the key released (retryable) and the panic goes on. Do stores a
-// value; an error of fn releases the key unless Options.StoreError keeps
-// it as the result (then retries get a *ReplayedError). If storing the
-// result itself fails after the work was done, the response is still sent
-// (Do returns the value with ErrNotStored) and the key stays locked until
-// LockTimeout, after which a retry runs again: when that is not
-// acceptable, use DoPhases, whose last transaction holds the work and the
-// result together.
+// A stored result is only ever the result of a run whose effects
+// committed or definitely did not. The middleware stores every response
+// the handler produced with its context live, 4xx and 5xx included (the
+// draft's "original result, success or failure"), except those that say
+// the request was not executed (Config.NotExecuted: 429 and 503 by
+// default), which release the key. Once claimed, a request runs to
+// completion whatever its client does — the handler's context does not
+// end when the client disconnects — so a client that gave up and retries
+// gets 409 while the run goes on, then the run's own response. The
+// handler's context ends at 9/10 of LockTimeout: a handler still running
+// then cannot tell what it did, so nothing is stored and the key is
+// released. A request refused before the handler ran, or whose client was
+// gone before the claim, stores nothing. A handler that panics leaves the
+// key released (retryable) and the panic goes on. A response too large to
+// store (Config.MaxResponseBytes, the store's own limit) completes the key
+// with a marker: retries get 410 Gone and the handler never runs again.
+//
+// Do stores a value; an error of fn releases the key unless
+// Options.StoreError keeps it as the result (then retries get a
+// *ReplayedError; an error returned after ctx ended is never kept). If
+// storing the result itself fails after the work was done, the response is
+// still sent (Do returns the value with ErrNotStored) and the key stays
+// locked until LockTimeout, after which a retry runs again: when that is
+// not acceptable, use DoPhases, whose last transaction holds the work and
+// the result together.
 //
 // # Time
 //
@@ -118,7 +141,8 @@
 // (or the middleware) with a single step. A phase that calls an outside
 // service passes it Step.DerivedKey(), "<key>:<phase>", as that service's
 // own idempotency key, so the call is idempotent too when the phase is
-// retried.
+// retried. Phase names may not contain ':', so no two (key, phase) pairs
+// share a derived key.
 //
 // # Keys on the wire
 //

@@ -51,6 +51,17 @@ var (
 	// in the transaction of its writes, where that is not acceptable.
 	// ErrorType "not_stored".
 	ErrNotStored error = &sentinel{"idempotency: result not stored", "not_stored"}
+
+	// ErrResponseTooLarge: a response (or Do's result) is larger than the
+	// store can keep — DynamoDB's 400 KB item, MariaDB/MySQL's
+	// max_allowed_packet — or, in the middleware, than
+	// Config.MaxResponseBytes. The operation ran to completion: instead
+	// of its result the key keeps a small marker, so that a retry never
+	// runs it again. A retry through the middleware gets 410 Gone, a
+	// problem+json document of type ResponseNotStoredType; a retry of Do
+	// gets an error matching ErrResponseTooLarge (and replayed true).
+	// Stores return it from Complete. ErrorType "response_too_large".
+	ErrResponseTooLarge error = &sentinel{"idempotency: response too large to store", "response_too_large"}
 )
 
 // ReplayedError is the error Do returns on a replay of a call whose fn

@@ -20,6 +20,8 @@ import (
 	"github.com/concurkit/concurkit/idempotency"
 	"github.com/concurkit/concurkit/idempotency/idempotencypg"
 	"github.com/concurkit/concurkit/migrations"
+	"github.com/concurkit/concurkit/ratelimit"
+	"github.com/concurkit/concurkit/ratelimit/ratelimitpg"
 )
 
 // The examples keep their keys in the PostgreSQL server of
@@ -120,6 +122,146 @@ func ExampleMiddleware() {
 	// 201 true {"order":1}
 	// 422  {"detail":"This Idempotency-Key was used with a different request.","status":422,"title":"Unprocessable Entity","type":"about:blank"}
 	// orders placed: 1
+}
+
+// A client that gives up does not stop its request: the handler runs to
+// completion (its context does not end with the client's), and the
+// client's retry with the same key gets 409 while it runs, then its
+// response.
+func ExampleMiddleware_clientGivesUp() {
+	ctx := context.Background()
+	pool, cleanup, err := examplePool(ctx, "ck_example_idem_gives_up")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer cleanup()
+	store, err := idempotencypg.New(pool, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	mw, err := idempotency.Middleware(store, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	running, clientGone := make(chan struct{}), make(chan struct{})
+	charges := 0
+	srv := httptest.NewServer(mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(running)
+		<-clientGone // a slow payment provider; meanwhile the client gives up
+		charges++    // in a real service: a write with r.Context(), still live
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, `{"charge":%d,"context":%v}`, charges, r.Context().Err())
+	})))
+	defer srv.Close()
+
+	post := func(ctx context.Context) (*http.Response, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/charges", strings.NewReader(`{"amount":100}`))
+		req.Header.Set("Idempotency-Key", `"c-7"`)
+		return srv.Client().Do(req)
+	}
+	cctx, giveUp := context.WithCancel(ctx)
+	go func() { <-running; giveUp(); close(clientGone) }()
+	if _, err := post(cctx); err != nil {
+		fmt.Println("first attempt: gave up")
+	}
+	for {
+		resp, err := post(ctx)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusConflict {
+			time.Sleep(10 * time.Millisecond) // still running: retry later
+			continue
+		}
+		fmt.Println(resp.StatusCode, resp.Header.Get("Idempotent-Replayed"), string(b))
+		break
+	}
+	fmt.Println("charges:", charges)
+	// Output:
+	// first attempt: gave up
+	// 201 true {"charge":1,"context":<nil>}
+	// charges: 1
+}
+
+// The order with a rate limiter: the idempotency middleware outside, the
+// limiter inside, next to the handler. A replay never reaches the limiter
+// (it costs no quota and is never refused), and a 429 means the request did
+// not run: it is not stored, so the same key runs once the quota is back.
+func ExampleMiddleware_rateLimit() {
+	ctx := context.Background()
+	pool, cleanup, err := examplePool(ctx, "ck_example_idem_ratelimit")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer cleanup()
+	store, err := idempotencypg.New(pool, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC) // the limiter's clock, moved below
+	limiter, err := ratelimitpg.New(pool, &ratelimitpg.Config{Now: func() time.Time { return now }})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	limit, err := ratelimit.Middleware(limiter, &ratelimit.Config{
+		Limit: ratelimit.Limit{Rate: 1, Period: time.Minute},
+		Key:   func(r *http.Request) string { return r.Header.Get("X-Account") },
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	idem, err := idempotency.Middleware(store, &idempotency.Config{Principal: idempotency.PrincipalHeader("X-Account")})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	orders := 0
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		orders++
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, `{"order":%d}`, orders)
+	})
+	srv := httptest.NewServer(idem(limit(handler))) // idempotency outside, the limiter inside
+	defer srv.Close()
+
+	post := func(key string) {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/orders", strings.NewReader(`{"sku":"A-1"}`))
+		req.Header.Set("Idempotency-Key", key)
+		req.Header.Set("X-Account", "acme")
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode == http.StatusTooManyRequests {
+			b = []byte("Retry-After: " + resp.Header.Get("Retry-After"))
+		}
+		fmt.Println(resp.StatusCode, resp.Header.Get("Idempotent-Replayed"), string(b))
+	}
+	post(`"a"`) // runs, using the quota of one per minute
+	post(`"a"`) // a retry: the stored response, no quota used
+	post(`"b"`) // refused by the limiter: not stored
+	now = now.Add(time.Minute)
+	post(`"b"`) // the quota is back: runs
+	fmt.Println("orders placed:", orders)
+	// Output:
+	// 201  {"order":1}
+	// 201 true {"order":1}
+	// 429  Retry-After: 60
+	// 201  {"order":2}
+	// orders placed: 2
 }
 
 func ExampleDo() {

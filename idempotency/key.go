@@ -132,8 +132,8 @@ func badKey(format string, args ...any) error {
 
 // Fingerprint returns the SHA-256 of parts, each prefixed with its length
 // so that no two different lists of parts collide by concatenation. The
-// middleware's default request fingerprint is Fingerprint(method,
-// path?sorted query, SHA-256(canonical body)) (see Config.Fingerprint); Do
+// middleware's default request fingerprint is Fingerprint(method, target,
+// media type, body form, SHA-256(body)) (see Config.Fingerprint); Do
 // callers may use it to fingerprint their arguments.
 func Fingerprint(parts ...[]byte) []byte {
 	h := sha256.New()

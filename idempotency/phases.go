@@ -3,8 +3,10 @@ package idempotency
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/concurkit/concurkit/internal/handle"
 )
@@ -21,7 +23,9 @@ import (
 // same phase, for later phases to read.
 type Phase[Tx any] struct {
 	// Name is the recovery point the phase reaches: unique in the
-	// operation, 1 to MaxPointLength bytes, neither Started nor Finished.
+	// operation, 1 to MaxPointLength bytes, without ':' (so that derived
+	// keys never collide, see Step.DerivedKey), neither Started nor
+	// Finished.
 	// Renaming or reordering phases changes where stored keys resume: a
 	// key at a recovery point the operation no longer has fails.
 	Name string
@@ -40,7 +44,11 @@ type Step struct {
 }
 
 // DerivedKey returns "<key>:<phase>", the idempotency key for the calls
-// the phase makes to outside services. It is unique per principal only:
+// the phase makes to outside services. Keys may contain ':' but phase
+// names may not (DoPhases refuses them), so the phase is what follows the
+// last ':' and no two (key, phase) pairs share a derived key: ("order",
+// "1:charge") would otherwise be ("order:1", "charge"). It is unique per
+// principal only:
 // if the service's keys are shared by all your principals (one account at
 // a payment provider for all tenants), prefix it with the principal.
 func (s Step) DerivedKey() string { return s.Key + ":" + s.Phase }
@@ -60,11 +68,13 @@ func (s Step) DerivedKey() string { return s.Key + ":" + s.Phase }
 // ErrInProgress, ErrKeyReused, opts.StoreError (a kept error completes the
 // key — the committed phases' writes stay), ErrLockLost for a run whose
 // lock was taken over (its phase in flight rolled back), release on error
-// and panic. The store may run a phase's function again in a fresh
+// and panic, cancellation. A value too large for the store is kept as a
+// marker: finish runs again in a new transaction that commits its writes
+// with the marker, and retries get ErrResponseTooLarge. The store may run a phase's function again in a fresh
 // transaction after a deadlock or serialization failure.
 //
 // Errors also include concurkit.ErrInvalidArgument for no finish, an
-// invalid or duplicate phase name, and an error (the key released) when
+// invalid (empty, too long, with ':', reserved) or duplicate phase name, and an error (the key released) when
 // the key's recovery point is not one of the phases.
 func DoPhases[Tx, T any](ctx context.Context, s TxStore[Tx], principal, key string, fingerprint []byte, opts *Options, phases []Phase[Tx], finish func(ctx context.Context, tx Tx, st Step) (T, error)) (T, bool, error) {
 	var zero T
@@ -79,6 +89,8 @@ func DoPhases[Tx, T any](ctx context.Context, s TxStore[Tx], principal, key stri
 		switch {
 		case p.Name == "" || len(p.Name) > MaxPointLength:
 			return zero, false, invalid("phase %d: name must be 1 to %d bytes", i, MaxPointLength)
+		case strings.IndexByte(p.Name, ':') >= 0:
+			return zero, false, invalid("phase %d: name %q contains ':', which would make derived keys ambiguous", i, p.Name)
 		case p.Name == Started || p.Name == Finished:
 			return zero, false, invalid("phase %d: %q is a reserved recovery point", i, p.Name)
 		case p.Run == nil:
@@ -102,6 +114,9 @@ func DoPhases[Tx, T any](ctx context.Context, s TxStore[Tx], principal, key stri
 		return v, oc == completed, err
 	}
 	lock := Lock{Principal: principal, Key: key, ID: req.LockID}
+	if err := gaveUp(ctx, s, lock); err != nil {
+		return zero, false, err
+	}
 	start := 0
 	if rec.RecoveryPoint != Started {
 		i, ok := index[rec.RecoveryPoint]
@@ -124,7 +139,8 @@ func DoPhases[Tx, T any](ctx context.Context, s TxStore[Tx], principal, key stri
 		}
 		step.Phase = Finished
 		var out T
-		err := s.Advance(ctx, lock, Finished, o.now(), o.now().Add(o.ttl), func(ctx context.Context, tx Tx) (*Response, error) {
+		marker := false
+		last := func(ctx context.Context, tx Tx) (*Response, error) {
 			v, err := finish(ctx, tx, step)
 			if err != nil {
 				return nil, err
@@ -134,8 +150,20 @@ func DoPhases[Tx, T any](ctx context.Context, s TxStore[Tx], principal, key stri
 				return nil, fmt.Errorf("idempotency: encode result: %w", err)
 			}
 			out = v
+			if marker {
+				r := notStored(http.StatusOK, int64(len(body)), "")
+				return &r, nil
+			}
 			return &Response{Status: http.StatusOK, Body: body}, nil
-		})
+		}
+		err := s.Advance(ctx, lock, Finished, o.now(), o.now().Add(o.ttl), last)
+		if errors.Is(err, ErrResponseTooLarge) {
+			// The transaction rolled back with the result; finish again,
+			// keeping a marker with its writes, so that a retry does not
+			// run it again.
+			marker = true
+			err = s.Advance(ctx, lock, Finished, o.now(), o.now().Add(o.ttl), last)
+		}
 		if err != nil {
 			return zero, finishFailed(ctx, s, o, lock, err)
 		}

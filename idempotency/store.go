@@ -3,6 +3,7 @@ package idempotency
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -51,7 +52,8 @@ type Table struct {
 // middleware was told to keep (Config.Headers) and the body, byte for
 // byte. Do stores its result as Status 200 with the JSON encoding of the
 // value as Body, and an error kept by Options.StoreError as Status 500
-// with the error's text.
+// with the error's text. A result too large for the store is replaced by a
+// marker: Status 410, a problem+json Body of type ResponseNotStoredType.
 type Response struct {
 	Status int
 	Header http.Header
@@ -131,7 +133,11 @@ type Store interface {
 	Claim(ctx context.Context, r ClaimRequest) (Record, error)
 	// Complete stores resp, sets the recovery point to Finished, unlocks
 	// the key and sets its expiry to expiresAt, if l still holds the key;
-	// otherwise it returns ErrLockLost.
+	// otherwise it returns ErrLockLost. A response larger than the store
+	// can keep is refused with an error matching ErrResponseTooLarge,
+	// changing nothing (the caller then completes the key with a small
+	// marker). A write that the store applied but whose answer was lost
+	// and retried (by a driver or SDK) must not report ErrLockLost.
 	Complete(ctx context.Context, l Lock, resp Response, expiresAt time.Time) error
 	// Release unlocks the key, keeping its recovery point, if l still
 	// holds it (otherwise ErrLockLost): the next claim resumes it.
@@ -154,7 +160,8 @@ type TxStore[Tx any] interface {
 	// point; fn's response is then ignored. When point is Finished, fn
 	// must return a non-nil response, which is stored in the same
 	// transaction, after fn: the key is completed (unlocked, expiry
-	// expiresAt). The adapter may run fn more than once, each time in a
+	// expiresAt); one larger than the store can keep fails the
+	// transaction with an error matching ErrResponseTooLarge. The adapter may run fn more than once, each time in a
 	// new transaction (deadlock or serialization failure).
 	Advance(ctx context.Context, l Lock, point string, now, expiresAt time.Time, fn func(ctx context.Context, tx Tx) (*Response, error)) error
 }
@@ -211,16 +218,29 @@ func classify(r ClaimRequest, rec Record) outcome {
 	return inProgress
 }
 
-// claim claims r.Key with r.LockID and classifies the result.
+// claim claims r.Key with r.LockID and classifies the result. A caller
+// whose context has already ended claims nothing. Once sent, the claim
+// runs to its answer on a context that keeps ctx's values but not its
+// cancellation (bounded by cleanupBudget): a statement abandoned when its
+// caller gives up may still be applied by the server after the caller
+// moved on — its release would then run first and find nothing, and the
+// key would stay locked until LockTimeout with nothing running. Waiting
+// for the answer orders any release after the claim.
 func claim(ctx context.Context, s Store, r ClaimRequest) (Record, outcome, error) {
-	rec, err := s.Claim(ctx, r)
+	if err := ctx.Err(); err != nil {
+		return Record{}, 0, err
+	}
+	cctx, cancel := cleanupContext(ctx)
+	rec, err := s.Claim(cctx, r)
+	cancel()
 	if err != nil {
 		// The claim may have been applied before the error (a lost
-		// answer, a cancelled statement): unlock it if so, so that the key
+		// answer, the budget ran out): unlock it if so, so that the key
 		// stays retryable now rather than after LockTimeout.
-		rctx, cancel := cleanupContext(ctx)
-		_ = s.Release(rctx, Lock{Principal: r.Principal, Key: r.Key, ID: r.LockID})
-		cancel()
+		release(ctx, s, Lock{Principal: r.Principal, Key: r.Key, ID: r.LockID})
+		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+			err = errors.Join(err, cerr)
+		}
 		return Record{}, 0, err
 	}
 	return rec, classify(r, rec), nil
@@ -231,13 +251,14 @@ func claim(ctx context.Context, s Store, r ClaimRequest) (Record, outcome, error
 // unique, not secret.
 func newLockID() int64 { return rand.Int64N(math.MaxInt64) + 1 }
 
-// cleanupBudget bounds the writes that end a run after its caller's
-// context ended (storing the result, releasing the key).
+// cleanupBudget bounds a claim once sent, and the writes that end a run
+// after its caller's context ended (storing the result, releasing the
+// key).
 const cleanupBudget = 10 * time.Second
 
 // cleanupContext returns a context that keeps ctx's values but not its
-// cancellation, bounded by cleanupBudget: the run's result must be stored
-// even if the client went away.
+// cancellation, bounded by cleanupBudget: a claim's answer must be
+// awaited, and a run's result stored, even if the client went away.
 func cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), cleanupBudget)
 }

@@ -109,4 +109,16 @@
 // its adapters contains a key. They name it by KeyID, a short hash
 // ("key#" and 12 hex digits of its SHA-256), and a store's own message
 // that echoes the key is redacted the same way.
+//
+// # With idempotency keys
+//
+// Put this middleware inside idempotency.Middleware, next to the handler:
+// idem(limit(handler)). A replay of a stored response, a 409 (in
+// progress) and a 422 (key reused) are then answered before the limiter:
+// they consume no quota and are never refused. The limiter's 429 and 503
+// mean the request did not run: the idempotency middleware does not store
+// them (its Config.NotExecuted) but releases the key, so the client's
+// retry with the same key runs once the quota allows. In the other order
+// every replay would count against the quota and could be refused. See
+// idempotency's ExampleMiddleware_rateLimit.
 package ratelimit

@@ -280,18 +280,29 @@ func record(item map[string]types.AttributeValue) (idempotency.Record, error) {
 	return rec, bad
 }
 
-// fenced runs an UpdateItem conditional on the lock being l's.
-func (s *Store) fenced(ctx context.Context, op string, l idempotency.Lock, update string, placeholders []string, values map[string]types.AttributeValue) error {
+// fenced runs an UpdateItem conditional on the lock being l's, which moves
+// the item to status done. When the condition fails on an item that is
+// already done under l's lock id, the write is this call's own: the SDK
+// retried a request whose first attempt DynamoDB had applied (its answer
+// lost), and only l could have made that change. That is success, not a
+// lost lock.
+func (s *Store) fenced(ctx context.Context, op string, l idempotency.Lock, done, update string, placeholders []string, values map[string]types.AttributeValue) error {
 	values[":lock"], values[":inprogress"] = num(l.ID), str(statusInProgress)
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 s.table,
-		Key:                       key(l.Principal, l.Key),
-		UpdateExpression:          aws.String(update),
-		ConditionExpression:       aws.String(held),
-		ExpressionAttributeNames:  namesFor(append(placeholders, "#lock", "#status")...),
-		ExpressionAttributeValues: values,
+		TableName:                           s.table,
+		Key:                                 key(l.Principal, l.Key),
+		UpdateExpression:                    aws.String(update),
+		ConditionExpression:                 aws.String(held),
+		ExpressionAttributeNames:            namesFor(append(placeholders, "#lock", "#status")...),
+		ExpressionAttributeValues:           values,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
-	if _, ok := errors.AsType[*types.ConditionalCheckFailedException](err); ok {
+	if ccf, ok := errors.AsType[*types.ConditionalCheckFailedException](err); ok {
+		lock, _ := ccf.Item[attrLockID].(*types.AttributeValueMemberN)
+		status, _ := ccf.Item[attrStatus].(*types.AttributeValueMemberS)
+		if lock != nil && status != nil && lock.Value == strconv.FormatInt(l.ID, 10) && status.Value == done {
+			return nil
+		}
 		return fmt.Errorf("%s: %s: %w", pkg, op, idempotency.ErrLockLost)
 	}
 	if err != nil {
@@ -300,12 +311,26 @@ func (s *Store) fenced(ctx context.Context, op string, l idempotency.Lock, updat
 	return nil
 }
 
+// Item sizes: DynamoDB refuses an item over 400 KB, attribute names
+// included. itemOverhead bounds what a completed item holds besides its
+// body, headers, principal and key (three times each: the id and two
+// attributes): the attribute names, the fingerprint, the numbers, the
+// status and recovery point (about 350 bytes).
+const (
+	maxItemBytes = 400 * 1024
+	itemOverhead = 1024
+)
+
 // Complete implements idempotency.Store. An item is at most 400 KB: a
-// larger response cannot be stored (the error says so).
+// response that would make it larger is refused before any request with
+// an error matching idempotency.ErrResponseTooLarge.
 func (s *Store) Complete(ctx context.Context, l idempotency.Lock, resp idempotency.Response, expiresAt time.Time) error {
 	h, err := wire.Header(resp.Header)
 	if err != nil {
 		return fmt.Errorf("%s: complete: %w", pkg, err)
+	}
+	if size := len(resp.Body) + len(h) + 3*(len(l.Principal)+len(l.Key)) + itemOverhead; size > maxItemBytes {
+		return fmt.Errorf("%s: complete: %w: an item of about %d bytes, over DynamoDB's %d", pkg, idempotency.ErrResponseTooLarge, size, maxItemBytes)
 	}
 	update := completeUpdate
 	placeholders := []string{"#rp", "#rs", "#rh", "#exp", "#ipe", "#lockedAt"}
@@ -318,12 +343,12 @@ func (s *Store) Complete(ctx context.Context, l idempotency.Lock, resp idempoten
 		placeholders = append(placeholders, "#rb")
 		values[":rb"] = bin(resp.Body)
 	}
-	return s.fenced(ctx, "complete", l, update, placeholders, values)
+	return s.fenced(ctx, "complete", l, statusCompleted, update, placeholders, values)
 }
 
 // Release implements idempotency.Store.
 func (s *Store) Release(ctx context.Context, l idempotency.Lock) error {
-	return s.fenced(ctx, "release", l, releaseUpdate, []string{"#ipe", "#lockedAt"},
+	return s.fenced(ctx, "release", l, statusReleased, releaseUpdate, []string{"#ipe", "#lockedAt"},
 		map[string]types.AttributeValue{":released": str(statusReleased)})
 }
 

@@ -19,7 +19,12 @@ import (
 func newEnv(t *testing.T) idemtest.Env {
 	t.Helper()
 	client, prefix := testkit.DynamoDB(t)
-	table := prefix + "keys"
+	return envOn(t, client, prefix+"keys")
+}
+
+// envOn creates table and returns the Env of a store on it through client.
+func envOn(t *testing.T, client *dynamodb.Client, table string) idemtest.Env {
+	t.Helper()
 	if err := idempotencydynamo.CreateTable(t.Context(), client, table); err != nil {
 		t.Fatal(err)
 	}
@@ -27,13 +32,30 @@ func newEnv(t *testing.T) idemtest.Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return idemtest.Env{Store: s, Counter: idemtest.PGCounter(t, testkit.Postgres(t)), Rows: func(ctx context.Context) (int, error) {
-		out, err := client.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(table), Select: types.SelectCount, ConsistentRead: aws.Bool(true)})
-		if err != nil {
-			return 0, err
+	count := func(filter string) func(ctx context.Context) (int, error) {
+		return func(ctx context.Context) (int, error) {
+			in := &dynamodb.ScanInput{TableName: aws.String(table), Select: types.SelectCount, ConsistentRead: aws.Bool(true)}
+			if filter != "" {
+				in.FilterExpression = aws.String(filter)
+				in.ExpressionAttributeNames = map[string]string{"#status": "status"}
+				in.ExpressionAttributeValues = map[string]types.AttributeValue{":inprogress": &types.AttributeValueMemberS{Value: "INPROGRESS"}}
+			}
+			n := 0
+			for p := dynamodb.NewScanPaginator(client, in); p.HasMorePages(); {
+				out, err := p.NextPage(ctx)
+				if err != nil {
+					return n, err
+				}
+				n += int(out.Count)
+			}
+			return n, nil
 		}
-		return int(out.Count), nil
-	}}
+	}
+	return idemtest.Env{Store: s, Counter: idemtest.PGCounter(t, testkit.Postgres(t)), Rows: count(""), Locked: count("#status = :inprogress")}
 }
 
-func TestSuite(t *testing.T) { idemtest.Run(t, newEnv) }
+// storeLimit is a response DynamoDB cannot keep: an item is at most
+// 400 KB.
+const storeLimit = 400 << 10
+
+func TestSuite(t *testing.T) { idemtest.Run(t, newEnv, storeLimit) }

@@ -9,11 +9,16 @@
 // migrations (migrations.Up, version 2); keys, principals and recovery
 // points are VARBINARY (compared byte for byte, not by a case-insensitive
 // collation) and times DATETIME(6) in UTC. A claim is INSERT … ON
-// DUPLICATE KEY UPDATE with conditional assignments plus a read by
-// primary key (two round trips); writes that the caller's context
+// DUPLICATE KEY UPDATE with conditional assignments, correct whatever the
+// session's sql_mode (MariaDB's SIMULTANEOUS_ASSIGNMENT included), plus a
+// read by primary key (two round trips); writes that the caller's context
 // interrupts are stopped on the server (KILL QUERY) through the *sql.DB.
-// The store works with any DSN options (parseTime, clientFoundRows,
-// interpolateParams). See package idempotency for the design.
+// A response whose statement would exceed the server's max_allowed_packet
+// (counted twice: escaped values may double) is refused with
+// idempotency.ErrResponseTooLarge before it is sent, and the key keeps a
+// marker instead. The store works with any DSN options (parseTime, loc, clientFoundRows,
+// interpolateParams): times are sent as text of the UTC wall clock, so the
+// driver's conversion to loc never applies. See package idempotency for the design.
 //
 // The package imports the MySQL driver and the standard library, nothing
 // of pgx or the AWS SDK.

@@ -5,7 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/concurkit/concurkit"
 	"github.com/concurkit/concurkit/idempotency"
@@ -50,6 +53,9 @@ type Config struct {
 type Store struct {
 	db DBTX
 	s  statements
+	// maxPacket caches the server's max_allowed_packet, read when a
+	// response first needs it; 0 until then.
+	maxPacket atomic.Int64
 }
 
 type statements struct {
@@ -96,44 +102,63 @@ const columns = `principal, idempotency_key, fingerprint, lock_id, attempts, loc
 // key exactly one sets its lock id; a claim of a fresh key waits for the
 // inserting transaction and then finds the row locked.
 //
-// Assignments run left to right and later ones see earlier results: the
-// first decides the claim by setting lock_id to this call's id, and the
-// others test "lock_id = <our id>" for it. expires_at is assigned last, so
-// that the others still see the old expiry.
+// The assignments give the same result whichever way the server evaluates
+// them: left to right, each seeing the assignments before it (MySQL, and
+// MariaDB's default), or all from the row's old values (MariaDB's
+// sql_mode SIMULTANEOUS_ASSIGNMENT). The first sets lock_id to this call's
+// id if the row is claimable (claimable reads only columns assigned later);
+// every other assignment tests ours = "lock_id = <our id> OR claimable".
+// Left to right, lock_id = <our id> is then the first assignment's result;
+// simultaneously, the old lock_id is never our fresh random id, so ours is
+// claimable on the old row. And when the row is not claimable, no
+// assignment changes anything, so claimable reads the same (false) all the
+// way. expires_at is assigned last, so the tests of the old expiry (a key
+// that expired restarts) read the old value either way.
 //
 // Arguments: see claimArgs.
 const claimSQL = `INSERT INTO %s (principal, idempotency_key, fingerprint, lock_id, attempts, locked_at,
 	recovery_point, created_at, last_run_at, expires_at)
 VALUES (?, ?, ?, ?, 1, ?, 'started', ?, ?, ?)
 ON DUPLICATE KEY UPDATE
-	lock_id = IF(expires_at <= ? OR (fingerprint = ? AND recovery_point <> 'finished'
-		AND (locked_at IS NULL OR locked_at <= ?)), ?, lock_id),
-	attempts = IF(lock_id = ?, IF(expires_at <= ?, 1, attempts + 1), attempts),
-	fingerprint = IF(lock_id = ?, ?, fingerprint),
-	recovery_point = IF(lock_id = ? AND expires_at <= ?, 'started', recovery_point),
-	response_status = IF(lock_id = ?, NULL, response_status),
-	response_headers = IF(lock_id = ?, NULL, response_headers),
-	response_body = IF(lock_id = ?, NULL, response_body),
-	created_at = IF(lock_id = ? AND expires_at <= ?, ?, created_at),
-	locked_at = IF(lock_id = ?, ?, locked_at),
-	last_run_at = IF(lock_id = ?, ?, last_run_at),
-	expires_at = IF(lock_id = ?, ?, expires_at)`
+	lock_id = IF(` + claimable + `, ?, lock_id),
+	attempts = IF(` + ours + `, IF(expires_at <= ?, 1, attempts + 1), attempts),
+	response_status = IF(` + ours + `, NULL, response_status),
+	response_headers = IF(` + ours + `, NULL, response_headers),
+	response_body = IF(` + ours + `, NULL, response_body),
+	created_at = IF(` + ours + ` AND expires_at <= ?, ?, created_at),
+	last_run_at = IF(` + ours + `, ?, last_run_at),
+	fingerprint = IF(` + ours + `, ?, fingerprint),
+	recovery_point = IF(` + ours + ` AND expires_at <= ?, 'started', recovery_point),
+	locked_at = IF(` + ours + `, ?, locked_at),
+	expires_at = IF(` + ours + `, ?, expires_at)`
+
+// claimable is the claim condition on the existing row: expired, or the
+// same request, not finished, and not locked or its lock timed out.
+// Arguments: now, fingerprint, stale.
+const claimable = `(expires_at <= ? OR (fingerprint = ? AND recovery_point <> 'finished' AND (locked_at IS NULL OR locked_at <= ?)))`
+
+// ours says the row is (being) claimed by this call. Arguments: lock id,
+// then claimable's.
+const ours = `(lock_id = ? OR ` + claimable + `)`
 
 // claimArgs are the arguments of claimSQL, in order.
 func claimArgs(r idempotency.ClaimRequest) []any {
 	now, stale, exp, id, fp := utc(r.Now), utc(r.Stale()), utc(r.ExpiresAt()), r.LockID, r.Fingerprint
-	return []any{
+	ours := []any{id, now, fp, stale}
+	args := []any{
 		r.Principal, r.Key, fp, id, now, now, now, exp, // VALUES
 		now, fp, stale, id, // lock_id
-		id, now, // attempts
-		id, fp, // fingerprint
-		id, now, // recovery_point
-		id, id, id, // response_*
-		id, now, now, // created_at
-		id, now, // locked_at
-		id, now, // last_run_at
-		id, exp, // expires_at
 	}
+	args = append(append(args, ours...), now)      // attempts
+	args = append(args, ours...)                   // response_status
+	args = append(args, ours...)                   // response_headers
+	args = append(args, ours...)                   // response_body
+	args = append(append(args, ours...), now, now) // created_at
+	args = append(append(args, ours...), now)      // last_run_at
+	args = append(append(args, ours...), fp)       // fingerprint
+	args = append(append(args, ours...), now)      // recovery_point
+	args = append(append(args, ours...), now)      // locked_at
+	return append(append(args, ours...), exp)      // expires_at
 }
 
 const readSQL = `SELECT ` + columns + ` FROM %s WHERE principal = ? AND idempotency_key = ?`
@@ -163,8 +188,15 @@ const touchSQL = `UPDATE %s SET locked_at = ?, expires_at = ? WHERE principal = 
 // InnoDB on its newest version and kept.
 const reapSQL = `DELETE FROM %s WHERE expires_at <= ? ORDER BY expires_at LIMIT ?`
 
-// utc is the form in which times are stored: DATETIME(6) in UTC.
-func utc(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
+// utc is the form in which times are sent: DATETIME(6) text of the UTC
+// wall clock. A time.Time argument would be converted by the driver to the
+// wall clock of the DSN's loc, which a DATETIME read back as text
+// (parseTime=false) cannot tell from UTC, and which shifts with every
+// process's loc: text is stored as written, whatever the DSN.
+func utc(t time.Time) string { return t.UTC().Format(datetime) }
+
+// datetime is the DATETIME(6) text format.
+const datetime = "2006-01-02 15:04:05.000000"
 
 // claimAttempts bounds the rounds of Claim: a round ends without an
 // answer only if the row was deleted (reaped) between the claim and the
@@ -194,7 +226,8 @@ func (s *Store) Claim(ctx context.Context, r idempotency.ClaimRequest) (idempote
 	return idempotency.Record{}, fmt.Errorf("%s: claim: key %q keeps disappearing (reaped while claimed?)", pkg, r.Key)
 }
 
-// dbTime scans a DATETIME whether the DSN has parseTime or not.
+// dbTime scans a DATETIME holding a UTC wall clock, whatever the DSN's
+// parseTime and loc.
 type dbTime struct{ t time.Time }
 
 func (d *dbTime) Scan(v any) error {
@@ -202,7 +235,9 @@ func (d *dbTime) Scan(v any) error {
 	case nil:
 		d.t = time.Time{}
 	case time.Time:
-		d.t = v.UTC()
+		// The driver read the column as a wall clock in the DSN's loc;
+		// the store writes UTC wall clocks (see utc).
+		d.t = time.Date(v.Year(), v.Month(), v.Day(), v.Hour(), v.Minute(), v.Second(), v.Nanosecond(), time.UTC)
 	case []byte:
 		return d.parse(string(v))
 	case string:
@@ -274,7 +309,50 @@ func (s *Store) complete(ctx context.Context, db DBTX, l idempotency.Lock, resp 
 	if body == nil {
 		body = []byte{} // an empty body, not NULL
 	}
-	return fenced(ctx, db, "complete", s.s.complete, resp.Status, h, body, utc(expiresAt), l.Principal, l.Key, l.ID)
+	if err := s.fits(ctx, len(body)+len(h)+len(l.Principal)+len(l.Key)); err != nil {
+		return err
+	}
+	err = fenced(ctx, db, "complete", s.s.complete, resp.Status, h, body, utc(expiresAt), l.Principal, l.Key, l.ID)
+	if me, ok := errors.AsType[*mysql.MySQLError](err); (ok && me.Number == erNetPacketTooLarge) || errors.Is(err, mysql.ErrPktTooLarge) {
+		return fmt.Errorf("%s: complete: %w: %w", pkg, idempotency.ErrResponseTooLarge, err)
+	}
+	return err
+}
+
+// Packet sizes. A statement travels in one packet of at most the server's
+// max_allowed_packet (MariaDB's default 16 MiB, MySQL's 64 MiB), which
+// fits checks before sending a large response: a server that refuses a
+// packet closes the connection, and the driver then reports a reset
+// connection, not why. Values are counted twice: with interpolateParams
+// they travel escaped in the statement's text, up to twice their size
+// (TestPacketTooLargeEscaped). Values that small always fit are not
+// checked; the statement's text and other values take statementOverhead.
+// The server's error 1153 (ER_NET_PACKET_TOO_LARGE), should the server
+// answer it, is recognised too.
+const (
+	alwaysFits          = 32 << 10
+	statementOverhead   = 4 << 10
+	erNetPacketTooLarge = 1153
+	maxPacketQuery      = "SELECT @@max_allowed_packet"
+)
+
+// fits returns an error matching idempotency.ErrResponseTooLarge when
+// values of n bytes do not fit in a statement.
+func (s *Store) fits(ctx context.Context, n int) error {
+	if n <= alwaysFits {
+		return nil
+	}
+	limit := s.maxPacket.Load()
+	if limit == 0 {
+		if err := s.db.QueryRowContext(ctx, maxPacketQuery).Scan(&limit); err != nil {
+			return nil // the write itself will tell
+		}
+		s.maxPacket.Store(limit)
+	}
+	if 2*int64(n)+statementOverhead > limit {
+		return fmt.Errorf("%s: complete: %w: %d bytes, the server's max_allowed_packet is %d", pkg, idempotency.ErrResponseTooLarge, n, limit)
+	}
+	return nil
 }
 
 // Release implements idempotency.Store.

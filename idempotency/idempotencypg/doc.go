@@ -6,7 +6,11 @@
 //
 // The table is concurkit_idempotency_keys, created by the toolkit
 // migrations (migrations.Up, version 2). A claim is one statement (a
-// replay or a 409 is one indexed read that writes nothing); completing a
+// replay or a 409 is one indexed read that writes nothing); on sessions
+// whose default isolation is REPEATABLE READ or SERIALIZABLE, a claim that
+// races another fails with a serialization failure (40001) and is run
+// again with a new snapshot, as are the fenced writes and the reaper's
+// deletes, so concurrent duplicates get 409 there too, never 503; completing a
 // key is one UPDATE; a phase is one transaction (pessimisticpg.InTx,
 // retried on deadlocks and serialization failures) that updates the key
 // row first, so a claim that would take the key over waits for the phase

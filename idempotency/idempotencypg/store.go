@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/concurkit/concurkit"
@@ -15,7 +16,9 @@ import (
 	"github.com/concurkit/concurkit/internal/handle"
 	"github.com/concurkit/concurkit/internal/ident"
 	"github.com/concurkit/concurkit/internal/pgxdb"
+	"github.com/concurkit/concurkit/internal/sqlerr"
 	"github.com/concurkit/concurkit/pessimistic/pessimisticpg"
+	"github.com/concurkit/concurkit/retry"
 )
 
 const pkg = "idempotencypg"
@@ -171,11 +174,29 @@ const reapSQL = `DELETE FROM %[1]s WHERE (principal, idempotency_key) IN (
 // read, which cannot repeat often.
 const claimAttempts = 5
 
+// retrySerialization runs fn, a single autocommit statement, again after a
+// serialization failure (40001), which it gets when the session's default
+// isolation is REPEATABLE READ or SERIALIZABLE and a concurrent claim
+// changed the row after the statement's snapshot: the failed statement
+// changed nothing, and the next one takes a new snapshot that sees the
+// other claim's row. Under READ COMMITTED (the server's default) it never
+// retries.
+func retrySerialization(ctx context.Context, fn func(ctx context.Context) error) error {
+	return retry.Do(ctx, retry.Policy{Retryable: func(err error) bool {
+		return sqlerr.Classify(err) == sqlerr.Serialization
+	}}, fn)
+}
+
 // Claim implements idempotency.Store: one statement, plus a read only when
 // a concurrent claim created the row after the statement's snapshot.
 func (s *Store) Claim(ctx context.Context, r idempotency.ClaimRequest) (idempotency.Record, error) {
 	for range claimAttempts {
-		rec, ok, err := scanRecord(s.q.QueryRow(ctx, s.s.claim, r.Principal, r.Key, r.Fingerprint, r.LockID, r.Now, r.Stale(), r.ExpiresAt()))
+		var rec idempotency.Record
+		var ok bool
+		err := retrySerialization(ctx, func(ctx context.Context) (err error) {
+			rec, ok, err = scanRecord(s.q.QueryRow(ctx, s.s.claim, r.Principal, r.Key, r.Fingerprint, r.LockID, r.Now, r.Stale(), r.ExpiresAt()))
+			return err
+		})
 		if err != nil {
 			return rec, wire.Err(ctx, pkg, "claim", err)
 		}
@@ -224,7 +245,17 @@ func scanRecord(row pgx.Row) (idempotency.Record, bool, error) {
 // fenced runs a write fenced by the lock id: no row changed means the
 // lock was lost.
 func fenced(ctx context.Context, db DBTX, op, sql string, args ...any) error {
-	tag, err := db.Exec(ctx, sql, args...)
+	var tag pgconn.CommandTag
+	exec := func(ctx context.Context) (err error) {
+		tag, err = db.Exec(ctx, sql, args...)
+		return err
+	}
+	var err error
+	if _, inTx := db.(pgx.Tx); inTx {
+		err = exec(ctx) // a phase: pessimisticpg.InTx retries the transaction
+	} else {
+		err = retrySerialization(ctx, exec)
+	}
 	if err != nil {
 		return wire.Err(ctx, pkg, op, err)
 	}
@@ -258,7 +289,11 @@ func (s *Store) Release(ctx context.Context, l idempotency.Lock) error {
 
 // Reap implements idempotency.Store.
 func (s *Store) Reap(ctx context.Context, now time.Time, limit int) (int, error) {
-	tag, err := s.q.Exec(ctx, s.s.reap, now, limit)
+	var tag pgconn.CommandTag
+	err := retrySerialization(ctx, func(ctx context.Context) (err error) {
+		tag, err = s.q.Exec(ctx, s.s.reap, now, limit)
+		return err
+	})
 	if err != nil {
 		return 0, wire.Err(ctx, pkg, "reap", err)
 	}

@@ -33,18 +33,22 @@ func newEnv(t *testing.T) idemtest.Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return idemtest.Env{Store: s, Counter: idemtest.PGCounter(t, pool), Rows: func(ctx context.Context) (int, error) {
-		var n int
-		err := pool.QueryRow(ctx, `SELECT count(*) FROM concurkit_idempotency_keys`).Scan(&n)
-		return n, err
-	}}
+	return idemtest.PGEnv(t, pool, s)
 }
 
-func TestSuite(t *testing.T) { idemtest.Run(t, newEnv) }
+// TestSuite runs the store suite; PostgreSQL keeps responses of any size
+// the middleware buffers (bytea holds 1 GB).
+func TestSuite(t *testing.T) { idemtest.Run(t, newEnv, 0) }
 
 func newPhaseEnv(t *testing.T) idemtest.PhaseEnv[pgx.Tx] {
 	t.Helper()
 	_, pool := migrated(t)
+	return phaseEnvOn(t, pool)
+}
+
+// phaseEnvOn is newPhaseEnv on pool, whose schema has the key table.
+func phaseEnvOn(t *testing.T, pool *pgxpool.Pool) idemtest.PhaseEnv[pgx.Tx] {
+	t.Helper()
 	if _, err := pool.Exec(t.Context(), `CREATE TABLE rides (id text PRIMARY KEY, charge text NOT NULL DEFAULT '')`); err != nil {
 		t.Fatal(err)
 	}

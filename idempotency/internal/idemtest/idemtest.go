@@ -18,6 +18,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,12 +40,45 @@ type Env struct {
 	Counter Counter
 	// Rows returns how many keys the store holds.
 	Rows func(ctx context.Context) (int, error)
+	// Locked returns how many keys are locked: held by a run in progress,
+	// or left locked by one that is gone.
+	Locked func(ctx context.Context) (int, error)
+}
+
+// PGEnv is the Env of s, a store on the default key table in pool's
+// schema, with a PGCounter there.
+func PGEnv(t testing.TB, pool *pgxpool.Pool, s idempotency.Store) Env {
+	t.Helper()
+	count := func(where string) func(ctx context.Context) (int, error) {
+		return func(ctx context.Context) (int, error) {
+			var n int
+			err := pool.QueryRow(ctx, `SELECT count(*) FROM concurkit_idempotency_keys WHERE `+where).Scan(&n)
+			return n, err
+		}
+	}
+	return Env{Store: s, Counter: PGCounter(t, pool), Rows: count("true"), Locked: count("locked_at IS NOT NULL")}
+}
+
+// MySQLEnv is the Env of s, a store on the default key table in db's
+// database, with a MySQLCounter there.
+func MySQLEnv(t testing.TB, db *sql.DB, s idempotency.Store) Env {
+	t.Helper()
+	count := func(where string) func(ctx context.Context) (int, error) {
+		return func(ctx context.Context) (int, error) {
+			var n int
+			err := db.QueryRowContext(ctx, `SELECT count(*) FROM concurkit_idempotency_keys WHERE `+where).Scan(&n)
+			return n, err
+		}
+	}
+	return Env{Store: s, Counter: MySQLCounter(t, db), Rows: count("TRUE"), Locked: count("locked_at IS NOT NULL")}
 }
 
 // Counter is a table of named counters on a SQL server: the effect the
 // suite's handlers have, counted by the database rather than by the test.
 type Counter interface {
-	Incr(ctx context.Context, name string) error
+	// Incr adds one to the counter name in a transaction of its own and
+	// returns the new value.
+	Incr(ctx context.Context, name string) (int64, error)
 	All(ctx context.Context) (map[string]int64, error)
 }
 
@@ -58,9 +93,11 @@ func PGCounter(t testing.TB, pool *pgxpool.Pool) Counter {
 
 type pgCounter struct{ pool *pgxpool.Pool }
 
-func (c pgCounter) Incr(ctx context.Context, name string) error {
-	_, err := c.pool.Exec(ctx, `INSERT INTO idemtest_counters (name, n) VALUES ($1, 1) ON CONFLICT (name) DO UPDATE SET n = idemtest_counters.n + 1`, name)
-	return err
+func (c pgCounter) Incr(ctx context.Context, name string) (int64, error) {
+	var n int64
+	err := c.pool.QueryRow(ctx, `INSERT INTO idemtest_counters (name, n) VALUES ($1, 1)
+		ON CONFLICT (name) DO UPDATE SET n = idemtest_counters.n + 1 RETURNING n`, name).Scan(&n)
+	return n, err
 }
 
 func (c pgCounter) All(ctx context.Context) (map[string]int64, error) {
@@ -92,9 +129,14 @@ func MySQLCounter(t testing.TB, db *sql.DB) Counter {
 
 type myCounter struct{ db *sql.DB }
 
-func (c myCounter) Incr(ctx context.Context, name string) error {
-	_, err := c.db.ExecContext(ctx, `INSERT INTO idemtest_counters (name, n) VALUES (?, 1) ON DUPLICATE KEY UPDATE n = n + 1`, name)
-	return err
+func (c myCounter) Incr(ctx context.Context, name string) (int64, error) {
+	// LAST_INSERT_ID(expr) hands the new value back on the same connection.
+	res, err := c.db.ExecContext(ctx, `INSERT INTO idemtest_counters (name, n) VALUES (?, LAST_INSERT_ID(1))
+		ON DUPLICATE KEY UPDATE n = LAST_INSERT_ID(n + 1)`, name)
+	if err != nil {
+		return 0, err
+	}
+	return res.LastInsertId()
 }
 
 func (c myCounter) All(ctx context.Context) (map[string]int64, error) {
@@ -169,10 +211,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	name := r.Header.Get("X-Tenant") + "/" + strings.Trim(r.Header.Get(idempotency.DefaultHeader), `"`)
-	if err := h.Counter.Incr(r.Context(), name); err != nil {
+	n, err := h.Counter.Incr(r.Context(), name)
+	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
+	w.Header().Set("X-Effect", strconv.FormatInt(n, 10))
 	id := randomID()
 	w.Header().Set("X-Run", id)
 	if s := r.URL.Query().Get("status"); s != "" {
@@ -184,7 +228,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Location", "/orders/"+id)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusCreated)
-	_ = json.NewEncoder(w).Encode(map[string]any{"order": id, "name": name, "request": string(body)})
+	_ = json.NewEncoder(w).Encode(map[string]any{"order": id, "name": name, "request": string(body), "effect": n})
 }
 
 func randomID() string {
@@ -281,14 +325,59 @@ func rows(t *testing.T, env Env) int {
 }
 
 // Run runs the whole suite; newEnv returns a fresh Env for each subtest.
-func Run(t *testing.T, newEnv func(t *testing.T) Env) {
+// storeLimit is the largest response the store cannot keep (see
+// LargeResponses), 0 when it has no practical limit.
+func Run(t *testing.T, newEnv func(t *testing.T) Env, storeLimit int) {
 	t.Run("Conformance", func(t *testing.T) { Conformance(t, newEnv) })
+	t.Run("Cancellation", func(t *testing.T) { Cancellation(t, newEnv) })
 	t.Run("BadKeys", func(t *testing.T) { BadKeys(t, newEnv(t)) })
 	t.Run("Expiry", func(t *testing.T) { Expiry(t, newEnv(t)) })
 	t.Run("Reap", func(t *testing.T) { Reap(t, newEnv(t)) })
 	t.Run("TakeOver", func(t *testing.T) { TakeOver(t, newEnv(t)) })
 	t.Run("Do", func(t *testing.T) { Do(t, newEnv(t)) })
 	t.Run("Concurrent", func(t *testing.T) { Concurrent(t, newEnv(t), 200, 8) })
+	t.Run("ConcurrentClaims", func(t *testing.T) { ConcurrentClaims(t, newEnv(t).Store, 20, 8) })
+	t.Run("StoreRoundTrip", func(t *testing.T) { StoreRoundTrip(t, newEnv(t)) })
+	t.Run("ClientGivesUp", func(t *testing.T) { ClientGivesUp(t, newEnv(t), 200) })
+	t.Run("ClaimCancelled", func(t *testing.T) { ClaimCancelled(t, newEnv(t), 300) })
+	t.Run("LargeResponses", func(t *testing.T) { LargeResponses(t, newEnv, storeLimit) })
+	t.Run("RateLimited", func(t *testing.T) { RateLimited(t, newEnv(t)) })
+}
+
+// StoreRoundTrip: a stored response comes back byte for byte through the
+// Store interface — header values that are not UTF-8 or hold a NUL
+// (which PostgreSQL's jsonb refuses as a string), a body of every byte.
+func StoreRoundTrip(t *testing.T, env Env) {
+	ctx := t.Context()
+	now := NewClock().Now()
+	req := idempotency.ClaimRequest{Key: "k1", Fingerprint: []byte("fp"), LockID: 7, Now: now, LockTimeout: time.Minute, TTL: time.Hour}
+	if _, err := env.Store.Claim(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	body := make([]byte, 256)
+	for i := range body {
+		body[i] = byte(i)
+	}
+	resp := idempotency.Response{Status: http.StatusCreated, Body: body, Header: http.Header{
+		"Content-Disposition": {"attachment; filename=\"r\xe9sum\xe9.txt\""},
+		"Location":            {"/a\x00b", "/c"},
+		"Content-Type":        {"application/octet-stream"},
+	}}
+	if err := env.Store.Complete(ctx, idempotency.Lock{Key: "k1", ID: 7}, resp, now.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	req.LockID = 8
+	rec, err := env.Store.Claim(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Response == nil || rec.Response.Status != resp.Status || !bytes.Equal(rec.Response.Body, body) || !reflect.DeepEqual(rec.Response.Header, resp.Header) {
+		if rec.Response == nil {
+			t.Fatalf("no response read back: %+v", rec)
+		}
+		t.Fatalf("stored status %d, headers %q; read back %d, %q (body equal: %v)", resp.Status, resp.Header,
+			rec.Response.Status, rec.Response.Header, bytes.Equal(rec.Response.Body, body))
+	}
 }
 
 // Conformance checks one rule of the IETF draft per subtest.
@@ -399,6 +488,32 @@ func Conformance(t *testing.T, newEnv func(t *testing.T) Env) {
 			}
 		})
 	}
+	t.Run("ReplaysHeaderBytes", func(t *testing.T) {
+		// Field values are bytes (RFC 9110 §5.5: obs-text 0x80-0xFF is
+		// allowed); a Latin-1 filename is not valid UTF-8, and the replay
+		// must carry the same bytes, not U+FFFD.
+		env := newEnv(t)
+		const disposition, location = "attachment; filename=\"r\xe9sum\xe9.txt\"", "/files/\xff\xfe"
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Disposition", disposition)
+			w.Header().Set("Location", location)
+			w.WriteHeader(http.StatusCreated)
+			_, _ = io.WriteString(w, "created")
+		})
+		srv := server(t, env, h, nil)
+		for i := range 2 {
+			r := post(t, srv.Client(), srv.URL+"/files", "k1", "", "{}")
+			if r.status != http.StatusCreated || r.replayed != (i == 1) {
+				t.Fatalf("request %d: %v", i, r)
+			}
+			if got := r.header.Get("Content-Disposition"); got != disposition {
+				t.Errorf("request %d (replayed %v): Content-Disposition %q, want %q", i, r.replayed, got, disposition)
+			}
+			if got := r.header.Get("Location"); got != location {
+				t.Errorf("request %d (replayed %v): Location %q, want %q", i, r.replayed, got, location)
+			}
+		}
+	})
 	t.Run("AnotherPrincipalIndependent", func(t *testing.T) {
 		env := newEnv(t)
 		h := &Handler{Counter: env.Counter}
@@ -840,4 +955,82 @@ func Concurrent(t *testing.T, env Env, keys, dups int) {
 	}
 	t.Logf("%d keys × %d concurrent duplicates in %v: %d originals, %d byte-identical replays, %d × 409; handler runs %d, effects %d",
 		keys, dups, elapsed.Round(time.Millisecond), firsts, replays, conflicts, h.Runs.Load(), len(c))
+}
+
+// ConcurrentClaims: of concurrent claims of one key, exactly one runs fn.
+// The keys are first released (fn failed once) or held by a run presumed
+// crashed (its lock timed out), so that the claims update an existing
+// row or item; dups calls per key are released together by a barrier,
+// keys×2 keys at once.
+func ConcurrentClaims(t *testing.T, s idempotency.Store, keys, dups int) {
+	ctx := t.Context()
+	clock := NewClock()
+	opts := &idempotency.Options{TTL: time.Hour, LockTimeout: time.Minute, Now: clock.Now}
+	errFirst := errors.New("first run fails")
+	crashed := make(chan struct{})
+	var holders sync.WaitGroup
+	for k := range keys {
+		released := fmt.Sprintf("released-%d", k)
+		if _, _, err := idempotency.Do(ctx, s, "", released, nil, opts, func(context.Context) (int, error) { return 0, errFirst }); !errors.Is(err, errFirst) {
+			t.Fatal(err)
+		}
+		entered := make(chan struct{})
+		holders.Add(1)
+		go func() { // a run that never ends: its process is gone
+			defer holders.Done()
+			_, _, _ = idempotency.Do(ctx, s, "", fmt.Sprintf("stale-%d", k), nil, opts, func(context.Context) (int, error) {
+				close(entered)
+				<-crashed
+				return 0, nil
+			})
+		}()
+		<-entered
+	}
+	clock.Add(time.Minute) // the crashed runs' locks time out
+	var mu sync.Mutex
+	runs, running, maxRunning := map[string]int{}, map[string]int{}, map[string]int{}
+	var wg sync.WaitGroup
+	for _, kind := range []string{"released", "stale"} {
+		for k := range keys {
+			key := fmt.Sprintf("%s-%d", kind, k)
+			barrier := make(chan struct{})
+			for range dups {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-barrier
+					_, _, err := idempotency.Do(ctx, s, "", key, nil, opts, func(context.Context) (int, error) {
+						mu.Lock()
+						runs[key]++
+						running[key]++
+						maxRunning[key] = max(maxRunning[key], running[key])
+						mu.Unlock()
+						time.Sleep(20 * time.Millisecond) // a run long enough for the others to try
+						mu.Lock()
+						running[key]--
+						mu.Unlock()
+						return 1, nil
+					})
+					if err != nil && !errors.Is(err, idempotency.ErrInProgress) {
+						t.Errorf("%s: %v", key, err)
+					}
+				}()
+			}
+			close(barrier)
+		}
+	}
+	wg.Wait()
+	close(crashed)
+	holders.Wait()
+	total := 0
+	for _, kind := range []string{"released", "stale"} {
+		for k := range keys {
+			key := fmt.Sprintf("%s-%d", kind, k)
+			total += runs[key]
+			if runs[key] != 1 {
+				t.Errorf("%s: fn ran %d times (at most %d at once), want once", key, runs[key], maxRunning[key])
+			}
+		}
+	}
+	t.Logf("%d keys × %d concurrent claims: fn ran %d times", 2*keys, dups, total)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -255,5 +256,38 @@ func badPhases[Tx any](t *testing.T, env PhaseEnv[Tx]) {
 	// No phases at all: finish alone, in one transaction.
 	if v, _, err := idempotency.DoPhases(ctx, env.Store, "", "k2", nil, nil, nil, finish); err != nil || v != 1 {
 		t.Fatal(v, err)
+	}
+}
+
+// PhasesLargeResult: a finish whose value is over what the store keeps
+// (storeLimit bytes) completes the key with a marker in a second
+// transaction that commits finish's writes (the first rolled back with
+// the value): the caller gets the value, retries get ErrResponseTooLarge
+// and run nothing, not even after the lock timeout.
+func PhasesLargeResult[Tx any](t *testing.T, env PhaseEnv[Tx], storeLimit int) {
+	ctx := t.Context()
+	clock := NewClock()
+	opts := &idempotency.Options{TTL: time.Hour, LockTimeout: time.Minute, Now: clock.Now}
+	var phases, finishes int
+	ops := []idempotency.Phase[Tx]{{Name: "ride_created", Run: func(ctx context.Context, tx Tx, st idempotency.Step) error {
+		phases++
+		return env.InsertRide(ctx, tx, st.Key)
+	}}}
+	finish := func(ctx context.Context, tx Tx, st idempotency.Step) (string, error) {
+		finishes++
+		return strings.Repeat("r", storeLimit), env.SetCharge(ctx, tx, st.Key, fmt.Sprint("ch_", finishes))
+	}
+	v, replayed, err := idempotency.DoPhases(ctx, env.Store, "", "ride-1", nil, opts, ops, finish)
+	if err != nil || replayed || len(v) != storeLimit {
+		t.Fatalf("first: %d bytes, replayed=%v, %v", len(v), replayed, err)
+	}
+	for range 2 {
+		if _, replayed, err := idempotency.DoPhases(ctx, env.Store, "", "ride-1", nil, opts, ops, finish); !errors.Is(err, idempotency.ErrResponseTooLarge) || !replayed {
+			t.Fatalf("retry: replayed=%v %v, want ErrResponseTooLarge", replayed, err)
+		}
+		clock.Add(2 * time.Minute)
+	}
+	if rides, err := env.Rides(ctx); err != nil || rides != 1 || phases != 1 || finishes != 2 {
+		t.Fatalf("%d rides (%v), phase ran %d times, finish %d times; want 1, 1, 2 (once rolled back)", rides, err, phases, finishes)
 	}
 }
