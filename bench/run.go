@@ -158,13 +158,10 @@ func (r *runner) database(ctx context.Context, db, runID string, cells []Cell, e
 		env, maxConns = e, e.maxConnections(ctx)
 	}
 	defer env.close()
-	if err := env.setup(ctx); err != nil {
-		err = fmt.Errorf("bench: %s: create schema %s: %w", db, r.s.Schema, err)
-		r.note("%v", err)
-		fail(err, 0)
-		return
-	}
 	if !r.s.Keep {
+		// Registered before setup: a run cancelled while its CREATE SCHEMA
+		// is on the server must not leave the schema behind (the drop is
+		// IF EXISTS).
 		defer func() {
 			// Drop even when ctx has ended.
 			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -173,6 +170,12 @@ func (r *runner) database(ctx context.Context, db, runID string, cells []Cell, e
 				r.note("%s: could not drop schema %s: %v", db, r.s.Schema, err)
 			}
 		}()
+	}
+	if err := env.setup(ctx); err != nil {
+		err = fmt.Errorf("bench: %s: create schema %s: %w", db, r.s.Schema, err)
+		r.note("%v", err)
+		fail(err, 0)
+		return
 	}
 	srv := env.info(ctx, r.s.SyncProbe)
 	r.sum.Servers = append(r.sum.Servers, srv)

@@ -17,4 +17,4 @@ func (l *Locker) AttemptWithToken(ctx context.Context, key string, ttl time.Dura
 
 // Quiesce waits until every request and cleanup the Locker left running
 // in the background has returned.
-func (l *Locker) Quiesce() { l.bg.Wait() }
+func (l *Locker) Quiesce() { _ = l.bg.Wait(context.Background()) }

@@ -100,7 +100,10 @@ type Locker struct {
 	bg      redisnode.Background
 }
 
-var _ distlock.Locker = (*Locker)(nil)
+var (
+	_ distlock.Locker = (*Locker)(nil)
+	_ distlock.Closer = (*Locker)(nil)
+)
 
 // New returns a Locker that takes locks on client (a *redis.Client,
 // *redis.Ring or *redis.ClusterClient of github.com/redis/go-redis/v9) and
@@ -160,9 +163,12 @@ func (l *Locker) Acquire(ctx context.Context, key string, opts *distlock.Options
 	if err != nil {
 		return nil, err
 	}
+	if l.bg.Closed() {
+		return nil, lease.ErrClosed(pkg)
+	}
 	var tok fenced.Token // reused while the lock is busy, re-minted when stale
 	keys := redisnode.NewKeys(key)
-	ls, err := lease.Poll(ctx, lease.PollPolicy{Min: l.cfg.PollMin, Max: l.cfg.PollMax, Package: pkg, Key: key},
+	ls, err := lease.Poll(ctx, lease.PollPolicy{Min: l.cfg.PollMin, Max: l.cfg.PollMax, Package: pkg, Key: key, Stop: l.bg.Done()},
 		func(ctx context.Context) (*lease.Lease, error) { return l.try(ctx, key, keys, o, &tok) })
 	if err != nil {
 		return nil, err
@@ -177,6 +183,9 @@ func (l *Locker) TryAcquire(ctx context.Context, key string, opts *distlock.Opti
 	o, err := l.resolve(key, opts)
 	if err != nil {
 		return nil, err
+	}
+	if l.bg.Closed() {
+		return nil, lease.ErrClosed(pkg)
 	}
 	var tok fenced.Token
 	ls, err := l.try(ctx, key, redisnode.NewKeys(key), o, &tok)
@@ -267,6 +276,7 @@ func (l *Locker) try(ctx context.Context, key string, keys redisnode.Keys, o dis
 func (l *Locker) newLease(hooks *observe.Hooks, key string, keys redisnode.Keys, tok fenced.Token, value string, o distlock.Options, start time.Time) (*lease.Lease, error) {
 	return lease.New(lease.Config{
 		Package: pkg,
+		Group:   &l.bg,
 		Hooks:   hooks,
 		Key:     key,
 		Token:   tok,
@@ -313,6 +323,20 @@ func (l *Locker) newLease(hooks *observe.Hooks, key string, keys redisnode.Keys,
 			},
 		},
 	})
+}
+
+// Close releases the leases of the Locker still held, ends waiting Acquire
+// calls (with distlock.ErrClosed), refuses later ones, and waits for the
+// requests and cleanups the Locker left running in the background — among
+// them the retiring of an acquisition whose outcome is unknown, which goes
+// on, against a server that does not answer, until the lock's TTL — or
+// until ctx ends. See distlock.Closer for what it returns. The Redis
+// client is not closed. A nil Locker's Close returns nil.
+func (l *Locker) Close(ctx context.Context) error {
+	if l == nil || l.scripts == nil {
+		return nil
+	}
+	return l.bg.Close(ctx, pkg)
 }
 
 // retire undoes an acquisition with value and tok whose outcome is

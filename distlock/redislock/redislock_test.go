@@ -29,6 +29,13 @@ func newLocker(t testing.TB) (*redislock.Locker, *goredis.Client, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := l.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
 	return l, c, prefix
 }
 

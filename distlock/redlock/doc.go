@@ -34,8 +34,8 @@
 // # Hung masters
 //
 // An attempt is decided as soon as a majority accepted, or can no longer
-// accept; a master that has not answered within Config.NodeTimeout counts
-// as failed. The locker enforces NodeTimeout itself, whatever the client
+// accept; a master that has not answered within Config.NodeTimeout (by
+// default a fiftieth of the TTL, at least 50 ms) counts as failed. The locker enforces NodeTimeout itself, whatever the client
 // options (go-redis applies a context deadline to the socket only with
 // Options.ContextTimeoutEnabled): with one master frozen (SIGSTOP) and
 // default options, Acquire, TryAcquire and Extend take milliseconds and

@@ -12,7 +12,7 @@ import (
 
 // AttemptWithToken runs the acquire script once on every master with a
 // caller-chosen token (no minting, no retry, no cleanup), waits for every
-// answer (at most NodeTimeout) and returns how many masters accepted it
+// answer (at most 5 s: a test helper, not NodeTimeout) and returns how many masters accepted it
 // and how many called it stale.
 func (l *Locker) AttemptWithToken(ctx context.Context, key string, ttl time.Duration, tok fenced.Token) (yes, stale int) {
 	keys := redisnode.NewKeys(key)
@@ -21,7 +21,7 @@ func (l *Locker) AttemptWithToken(ctx context.Context, key string, ttl time.Dura
 	for i := range all {
 		all[i] = i
 	}
-	rctx := l.ask(ctx, time.Now().Add(l.cfg.NodeTimeout), all, func(ctx context.Context, c goredis.Scripter) (int64, error) {
+	rctx := l.ask(ctx, time.Now().Add(5*time.Second), all, func(ctx context.Context, c goredis.Scripter) (int64, error) {
 		return l.scripts.Acquire(ctx, c, keys, tok.String()+":test", ttl, tok, DefaultFenceTTL)
 	}, out, nil)
 	var t tally
@@ -31,4 +31,4 @@ func (l *Locker) AttemptWithToken(ctx context.Context, key string, ttl time.Dura
 
 // Quiesce waits until every request and cleanup the Locker left running
 // in the background has returned.
-func (l *Locker) Quiesce() { l.bg.Wait() }
+func (l *Locker) Quiesce() { _ = l.bg.Wait(context.Background()) }

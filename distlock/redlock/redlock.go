@@ -69,9 +69,13 @@ type Config struct {
 	// master's answer, and how long Release waits for the masters beyond
 	// a majority. It is enforced by the locker, whatever the client
 	// options: a master that has not answered by then counts as failed
-	// and its request finishes in the background. Zero means
-	// DefaultNodeTimeout (50 ms). Keep it far below the TTL: a slow master
-	// must not eat the validity.
+	// and its request finishes in the background. Zero means a fiftieth
+	// of the lock's TTL, at least DefaultNodeTimeout (50 ms): 200 ms for
+	// the default 10 s TTL, which costs at most 2% of the validity and
+	// rides out the scheduling delays of a busy machine (a fixed 50 ms
+	// failed a third of the masters of a 10 s lock under a load average of
+	// 20). Keep it far below the TTL: a slow master must not eat the
+	// validity.
 	NodeTimeout time.Duration
 	// DriftFactor scales the clock-drift allowance DriftFactor·TTL + 2 ms
 	// subtracted from the validity. Zero means DefaultDriftFactor (0.01);
@@ -117,7 +121,7 @@ func (c *Config) resolve() (Config, error) {
 		return o, fmt.Errorf("%w: redlock: nil Config.Source (required: a fenced.Source for the fencing tokens)", concurkit.ErrInvalidArgument)
 	}
 	err := redisnode.ResolveDurations(pkg,
-		redisnode.Duration{Name: "NodeTimeout", Field: &o.NodeTimeout, Default: DefaultNodeTimeout},
+		redisnode.Duration{Name: "NodeTimeout", Field: &o.NodeTimeout}, // zero: per TTL (nodeTimeout)
 		redisnode.Duration{Name: "Margin", Field: &o.Margin},
 		redisnode.Duration{Name: "PollMin", Field: &o.PollMin, Default: DefaultPollMin},
 		redisnode.Duration{Name: "PollMax", Field: &o.PollMax, Default: DefaultPollMax},
@@ -146,7 +150,10 @@ type Locker struct {
 	bg      redisnode.Background // requests that outlive the call that made them
 }
 
-var _ distlock.Locker = (*Locker)(nil)
+var (
+	_ distlock.Locker = (*Locker)(nil)
+	_ distlock.Closer = (*Locker)(nil)
+)
 
 // New returns a Locker over nodes, one client per independent master
 // (typically *redis.Client of github.com/redis/go-redis/v9; not replicas of
@@ -193,6 +200,28 @@ func (l *Locker) check() error {
 	return nil
 }
 
+// Close releases the leases of the Locker still held, ends waiting Acquire
+// calls (with distlock.ErrClosed), refuses later ones, and waits for the
+// requests and cleanups the Locker left running in the background — a
+// slow master's request and the delete that follows it, retried until the
+// master answers or the lock's TTL passed — or until ctx ends. See
+// distlock.Closer for what it returns. The clients are not closed. A nil
+// Locker's Close returns nil.
+func (l *Locker) Close(ctx context.Context) error {
+	if l == nil || l.scripts == nil {
+		return nil
+	}
+	return l.bg.Close(ctx, pkg)
+}
+
+// nodeTimeout is Config.NodeTimeout, or the default for a lock of ttl.
+func (l *Locker) nodeTimeout(ttl time.Duration) time.Duration {
+	if l.cfg.NodeTimeout > 0 {
+		return l.cfg.NodeTimeout
+	}
+	return max(DefaultNodeTimeout, ttl/50)
+}
+
 // Quorum returns the number of masters that must hold a lock: N/2+1 (0
 // for a nil Locker).
 func (l *Locker) Quorum() int {
@@ -230,8 +259,11 @@ func (l *Locker) Acquire(ctx context.Context, key string, opts *distlock.Options
 	if err != nil {
 		return nil, err
 	}
+	if l.bg.Closed() {
+		return nil, lease.ErrClosed(pkg)
+	}
 	st := attempts{keys: redisnode.NewKeys(key)}
-	ls, err := lease.Poll(ctx, lease.PollPolicy{Min: l.cfg.PollMin, Max: l.cfg.PollMax, Package: pkg, Key: key},
+	ls, err := lease.Poll(ctx, lease.PollPolicy{Min: l.cfg.PollMin, Max: l.cfg.PollMax, Package: pkg, Key: key, Stop: l.bg.Done()},
 		func(ctx context.Context) (*lease.Lease, error) { return l.try(ctx, key, o, &st) })
 	if err != nil {
 		return nil, err
@@ -248,6 +280,9 @@ func (l *Locker) TryAcquire(ctx context.Context, key string, opts *distlock.Opti
 	o, err := l.resolve(key, opts)
 	if err != nil {
 		return nil, err
+	}
+	if l.bg.Closed() {
+		return nil, lease.ErrClosed(pkg)
 	}
 	st := attempts{keys: redisnode.NewKeys(key)}
 	ls, err := l.try(ctx, key, o, &st)
@@ -499,7 +534,7 @@ func (l *Locker) acquireOn(ctx context.Context, f *flight, probe bool, start tim
 	n := len(l.nodes)
 	out := make(chan reply, n)
 	deadline := func() time.Time {
-		if d, end := time.Now().Add(l.cfg.NodeTimeout), start.Add(budget); d.Before(end) {
+		if d, end := time.Now().Add(l.nodeTimeout(f.ttl)), start.Add(budget); d.Before(end) {
 			return d
 		}
 		return start.Add(budget)
@@ -612,9 +647,15 @@ func (l *Locker) release(ctx context.Context, f *flight) (tally, int) {
 	// not the cleanup), only by CleanupTimeout.
 	start := time.Now()
 	rctx := l.ask(context.WithoutCancel(ctx), start.Add(l.cfg.CleanupTimeout), idx, func(ctx context.Context, c goredis.Scripter) (int64, error) {
-		return l.scripts.Release(ctx, c, f.keys, f.value)
+		n, err := l.scripts.Release(ctx, c, f.keys, f.value)
+		if n == redisnode.Emptied {
+			// A master that lost its data (restarted empty) holds
+			// nothing of ours and saw nobody after us: released.
+			n = redisnode.Released
+		}
+		return n, err
 	}, out, nil)
-	wctx, cancel := context.WithDeadline(ctx, start.Add(min(l.cfg.NodeTimeout, l.cfg.CleanupTimeout)))
+	wctx, cancel := context.WithDeadline(ctx, start.Add(min(l.nodeTimeout(f.ttl), l.cfg.CleanupTimeout)))
 	defer cancel()
 	var t tally
 	all := func(*tally) bool { return false }
@@ -642,6 +683,7 @@ func (l *Locker) newLease(hooks *observe.Hooks, key string, f *flight, tok fence
 	// the Release callback bounds its requests by Config.CleanupTimeout.
 	return lease.New(lease.Config{
 		Package:    pkg,
+		Group:      &l.bg,
 		Hooks:      hooks,
 		Key:        key,
 		Token:      tok,
@@ -662,7 +704,7 @@ func (l *Locker) newLease(hooks *observe.Hooks, key string, f *flight, tok fence
 				for i := range all {
 					all[i] = i
 				}
-				rctx := l.ask(ctx, start.Add(l.cfg.NodeTimeout), all, func(ctx context.Context, c goredis.Scripter) (int64, error) {
+				rctx := l.ask(ctx, start.Add(l.nodeTimeout(ttl)), all, func(ctx context.Context, c goredis.Scripter) (int64, error) {
 					return l.scripts.Extend(ctx, c, f.keys, f.value, ttl, l.cfg.FenceTTL)
 				}, out, nil)
 				var t tally
@@ -684,10 +726,13 @@ func (l *Locker) newLease(hooks *observe.Hooks, key string, f *flight, tok fence
 			Release: func(ctx context.Context) error {
 				t, missing := l.release(ctx, f)
 				switch {
+				case t.no >= l.quorum:
+					// A majority says another holder acquired it since (a
+					// master where the successor's SET had not landed yet
+					// may still have counted ours as released).
+					return fmt.Errorf("%w: redlock: %q was no longer held by this lease (another holder acquired it since)", distlock.ErrLeaseLost, key)
 				case t.yes > 0 && t.yes+t.no >= l.quorum:
 					return nil
-				case t.yes == 0 && t.no >= l.quorum:
-					return fmt.Errorf("%w: redlock: %q was no longer held by this lease (another holder acquired it since)", distlock.ErrLeaseLost, key)
 				case t.firstErr != nil:
 					return fmt.Errorf("%w: release %q: %d of %d masters answered (%d did not; first error: %v)", ErrNoQuorum, key, t.yes+t.no, n, missing, t.firstErr)
 				}

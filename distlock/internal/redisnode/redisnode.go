@@ -9,7 +9,6 @@ import (
 	"math"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"github.com/concurkit/concurkit"
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/fenced"
+	"github.com/concurkit/concurkit/internal/lease"
 	"github.com/concurkit/concurkit/retry"
 )
 
@@ -153,15 +153,31 @@ func (s *Scripts) Extend(ctx context.Context, c goredis.Scripter, k Keys, value 
 	return s.extend.Run(ctx, c, k.both, value, Millis(ttl), fenceMillis(ttl, fenceTTL)).Int64()
 }
 
-// Release deletes the lock if it still holds value. It returns 1 when the
-// lock is gone and nobody held it after value's acquisition: deleted now,
-// or already gone while the fence record still holds value's token (the
-// first try of a request the client retried, an expiry nobody used, an
-// operator's DEL); and 0 when it is not ours any more (another value
-// holds it, or the fence record moved on: another holder acquired since).
+// Answers of Release.
+const (
+	Released int64 = 1 // the lock is gone and nobody held it after us
+	Taken    int64 = 0 // another holder acquired the key since
+	Emptied  int64 = 2 // the server has no record of the key at all (lost its data)
+)
+
+// Release deletes the lock if it still holds value. It returns Released
+// when the lock is gone and nobody held it after value's acquisition:
+// deleted now, or already gone while the fence record still holds value's
+// token (the first try of a request the client retried, an expiry nobody
+// used, an operator's DEL); Taken when it is not ours any more (another
+// value holds it, or the fence record moved on: another holder acquired
+// since); Emptied when the server holds neither the lock nor a fence
+// record (restarted without persistence, flushed): nobody acquired it
+// there, and nothing of ours is left.
 func (s *Scripts) Release(ctx context.Context, c goredis.Scripter, k Keys, value string) (int64, error) {
 	n, err := s.release.Run(ctx, c, k.both, value).Int64()
-	return min(n, 1), err
+	switch n {
+	case 1, 2:
+		return Released, err
+	case 3:
+		return Emptied, err
+	}
+	return Taken, err
 }
 
 // Retire undoes an acquisition with value and tok whose outcome is unknown
@@ -265,13 +281,10 @@ func HonoursDeadline(c goredis.Scripter) bool {
 // requests it stopped waiting for and the cleanups that follow them. Each
 // is bounded by the client's own timeouts or a cleanup's deadline. The
 // zero value is ready to use.
-type Background struct{ wg sync.WaitGroup }
-
-// Go runs f in a tracked goroutine.
-func (b *Background) Go(f func()) { b.wg.Go(f) }
-
-// Wait waits until every tracked goroutine has returned (tests).
-func (b *Background) Wait() { b.wg.Wait() }
+//
+// It is the Locker's lease.Group: the Locker's Close releases its leases
+// and waits for these goroutines.
+type Background = lease.Group
 
 // Request runs call(reqCtx) and returns its answer, or the context error
 // as soon as ctx or reqCtx ends, whichever comes first, whatever the

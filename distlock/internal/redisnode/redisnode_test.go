@@ -97,7 +97,7 @@ func TestRequest(t *testing.T) {
 	if n := <-orphaned; n != 1 {
 		t.Fatalf("orphan got %d", n)
 	}
-	bg.Wait()
+	_ = bg.Wait(context.Background())
 
 	// reqCtx ending first also ends the wait.
 	block := make(chan struct{})
@@ -108,7 +108,7 @@ func TestRequest(t *testing.T) {
 		t.Fatalf("Request with reqCtx done = %v, %v", err, abandoned)
 	}
 	close(block)
-	bg.Wait()
+	_ = bg.Wait(context.Background())
 
 	// A client that honours deadlines still ignores cancellation: a
 	// cancellable ctx (with a deadline or not) never runs the call on the
@@ -121,7 +121,7 @@ func TestRequest(t *testing.T) {
 		t.Fatalf("Request with a cancelled ctx, honours = %v, %v", err, abandoned)
 	}
 	close(block)
-	bg.Wait()
+	_ = bg.Wait(context.Background())
 
 	// Fast paths: no goroutine when nobody can stop waiting before the
 	// client returns by itself; the call runs on the caller's goroutine.

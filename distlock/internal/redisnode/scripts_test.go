@@ -84,6 +84,15 @@ func TestScripts(t *testing.T) {
 		expect("release after another held the lock", call(s.Release(ctx, c, k, "5:a")), 0)
 	})
 
+	t.Run("release on a server that lost its data", func(t *testing.T) {
+		k := fresh()
+		expect("acquire", acquire(k, "5:a", 5), Acquired)
+		if err := c.Del(ctx, k.Lock(), k.Fence()).Err(); err != nil { // a restart without persistence
+			t.Fatal(err)
+		}
+		expect("release", call(s.Release(ctx, c, k, "5:a")), Emptied)
+	})
+
 	// The two orders in which an abandoned SET and its retirement can run
 	// on the server: in both, the lock does not stay.
 	t.Run("retire before the SET", func(t *testing.T) {
