@@ -10,9 +10,12 @@ import (
 // Proxy is a TCP proxy on 127.0.0.1 in front of one server, for fault
 // tests that must not touch the shared servers: Freeze stops forwarding
 // bytes in both directions while every connection stays open (a frozen
-// server or a partition without a reset, as the client sees it), Thaw
-// resumes, and Cut closes every connection (a crash or a reset). Start one
-// with StartProxy; point the client under test at Addr.
+// server or a partition without a reset, as the client sees it),
+// FreezeReplies stops only the server's answers (requests reach the
+// server and are applied; the client hears nothing: the lost answer of a
+// request that succeeded), Thaw resumes, and Cut closes every connection
+// (a crash or a reset). Start one with StartProxy; point the client under
+// test at Addr.
 type Proxy struct {
 	// Addr is the proxy's listening address ("127.0.0.1:port").
 	Addr string
@@ -20,9 +23,10 @@ type Proxy struct {
 	target string
 	ln     net.Listener
 
-	mu     sync.Mutex
-	frozen chan struct{} // closed on Thaw; nil while thawed
-	conns  map[net.Conn]struct{}
+	mu      sync.Mutex
+	frozen  chan struct{} // closed on Thaw; nil while thawed
+	replies bool          // only the server-to-client direction is frozen
+	conns   map[net.Conn]struct{}
 	wg     sync.WaitGroup
 }
 
@@ -59,14 +63,15 @@ func (p *Proxy) accept() {
 		p.mu.Lock()
 		p.conns[c], p.conns[s] = struct{}{}, struct{}{}
 		p.mu.Unlock()
-		p.wg.Go(func() { p.pipe(s, c) })
-		p.wg.Go(func() { p.pipe(c, s) })
+		p.wg.Go(func() { p.pipe(s, c, false) })
+		p.wg.Go(func() { p.pipe(c, s, true) })
 	}
 }
 
-// pipe copies src to dst, waiting while the proxy is frozen, and closes
-// both when either side ends.
-func (p *Proxy) pipe(dst, src net.Conn) {
+// pipe copies src to dst, waiting while the proxy is frozen for that
+// direction (reply: server to client), and closes both when either side
+// ends.
+func (p *Proxy) pipe(dst, src net.Conn, reply bool) {
 	defer func() {
 		_ = dst.Close()
 		_ = src.Close()
@@ -79,7 +84,7 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			p.wait()
+			p.wait(reply)
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}
@@ -90,10 +95,14 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 	}
 }
 
-// wait blocks while the proxy is frozen.
-func (p *Proxy) wait() {
+// wait blocks while the proxy is frozen for the direction (reply: server
+// to client).
+func (p *Proxy) wait(reply bool) {
 	p.mu.Lock()
 	ch := p.frozen
+	if !reply && p.replies {
+		ch = nil // only replies are held
+	}
 	p.mu.Unlock()
 	if ch != nil {
 		<-ch
@@ -102,12 +111,19 @@ func (p *Proxy) wait() {
 
 // Freeze stops forwarding: bytes read from either side are held until
 // Thaw (connections stay open; new ones are accepted and held too).
-func (p *Proxy) Freeze() {
+func (p *Proxy) Freeze() { p.freeze(false) }
+
+// FreezeReplies stops forwarding the server's bytes to the clients until
+// Thaw; requests still reach the server.
+func (p *Proxy) FreezeReplies() { p.freeze(true) }
+
+func (p *Proxy) freeze(replies bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.frozen == nil {
 		p.frozen = make(chan struct{})
 	}
+	p.replies = replies
 }
 
 // Thaw resumes forwarding, in order, what Freeze held.
@@ -118,6 +134,7 @@ func (p *Proxy) Thaw() {
 		close(p.frozen)
 		p.frozen = nil
 	}
+	p.replies = false
 }
 
 // Cut closes every connection through the proxy (both sides); new

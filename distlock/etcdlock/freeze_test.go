@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -239,4 +240,58 @@ func probe(t *testing.T, other *etcdlock.Locker, held, contested distlock.Lease)
 		t.Errorf("token %d after the fault <= %d before", next.Token(), held.Token())
 	}
 	t.Logf("held lease %s through the fault", map[bool]string{true: "kept", false: fmt.Sprintf("lost (%v)", context.Cause(held.Context()))}[kept])
+}
+
+// TestAbandonedAcquireAnswerLost: an Acquire whose put reaches etcd and is
+// applied, but whose answer never comes back (a proxy holds the replies:
+// a partition after the request arrived), returns when its caller gives
+// up; the key it left would queue every later contender behind it. The
+// Locker deletes it in the background: once that work is done (the test
+// waits for it without closing the Locker, whose Close would revoke the
+// whole session), another Locker gets the key at once.
+func TestAbandonedAcquireAnswerLost(t *testing.T) {
+	procs := testkit.StartEtcdCluster(t, 1)
+	eps := testkit.Addrs(procs)
+	proxy := testkit.StartProxy(t, strings.TrimPrefix(eps[0], "http://"))
+	a, err := etcdlock.New(defaultClient(t, []string{"http://" + proxy.Addr}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closeLocker(t, a) })
+	b, err := etcdlock.New(defaultClient(t, eps), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closeLocker(t, b) })
+	// Warm up a's session (its etcd lease) so the abandoned request is the
+	// lock key's put itself.
+	warm, err := a.Acquire(t.Context(), "warm", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := warm.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+
+	proxy.FreezeReplies()
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	_, err = a.Acquire(ctx, "k", nil)
+	cancel()
+	if !errors.Is(err, distlock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
+		proxy.Thaw()
+		t.Fatalf("Acquire without answers = %v, want ErrNotAcquired and DeadlineExceeded", err)
+	}
+	proxy.Thaw()
+	cctx, ccancel := context.WithTimeout(t.Context(), time.Minute)
+	defer ccancel()
+	if err := a.Quiesce(cctx); err != nil {
+		t.Fatalf("background work still running after a minute: %v", err)
+	}
+	lz, err := b.TryAcquire(t.Context(), "k", nil)
+	if err != nil {
+		t.Fatalf("TryAcquire after the abandoned Acquire's cleanup: %v (its key was left in the queue)", err)
+	}
+	if err := lz.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -89,3 +89,52 @@ func TestExtendHonoursCancellation(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestAbandonedAcquireAnswerLost: a try-lock that the server applies but
+// whose answer never reaches the client (a proxy holds the replies: a
+// partition after the request arrived) leaves the lock held by a session
+// nobody will use. The Locker closes that session when its caller gives
+// up, so the server frees the lock as the backend exits: another Locker
+// gets the key within seconds, not at the idle timeout (the TTL, a
+// minute here).
+func TestAbandonedAcquireAnswerLost(t *testing.T) {
+	u, err := url.Parse(pgURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := testkit.StartProxy(t, u.Host)
+	u.Host = proxy.Addr
+	a, err := pglock.New(testkit.PostgresPoolFor(t, u.String()), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := pglock.New(pool(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []*pglock.Locker{a, b} {
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			_ = l.Close(ctx)
+		})
+	}
+	key := distlocktest.Key(t)
+	proxy.FreezeReplies()
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	_, err = a.Acquire(ctx, key, &distlock.Options{TTL: time.Minute})
+	cancel()
+	proxy.Thaw()
+	if !errors.Is(err, distlock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Acquire without answers = %v, want ErrNotAcquired and DeadlineExceeded", err)
+	}
+	bctx, bcancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer bcancel()
+	lz, err := b.Acquire(bctx, key, nil)
+	if err != nil {
+		t.Fatalf("Acquire by another Locker after the abandoned try-lock: %v (its session kept the lock)", err)
+	}
+	if err := lz.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
