@@ -27,7 +27,7 @@ type Proxy struct {
 	frozen  chan struct{} // closed on Thaw; nil while thawed
 	replies bool          // only the server-to-client direction is frozen
 	conns   map[net.Conn]struct{}
-	wg     sync.WaitGroup
+	wg      sync.WaitGroup
 }
 
 // StartProxy starts a Proxy to target ("host:port") and stops it at the end
