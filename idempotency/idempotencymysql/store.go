@@ -16,6 +16,7 @@ import (
 	"github.com/concurkit/concurkit/internal/handle"
 	"github.com/concurkit/concurkit/internal/ident"
 	"github.com/concurkit/concurkit/internal/mysqlcancel"
+	"github.com/concurkit/concurkit/internal/mysqltime"
 	"github.com/concurkit/concurkit/internal/mysqlerr"
 	"github.com/concurkit/concurkit/internal/sqldb"
 	"github.com/concurkit/concurkit/pessimistic/pessimisticmysql"
@@ -143,7 +144,7 @@ const ours = `(lock_id = ? OR ` + claimable + `)`
 
 // claimArgs are the arguments of claimSQL, in order.
 func claimArgs(r idempotency.ClaimRequest) []any {
-	now, stale, exp, id, fp := utc(r.Now), utc(r.Stale()), utc(r.ExpiresAt()), r.LockID, r.Fingerprint
+	now, stale, exp, id, fp := mysqltime.Text(r.Now), mysqltime.Text(r.Stale()), mysqltime.Text(r.ExpiresAt()), r.LockID, r.Fingerprint
 	ours := []any{id, now, fp, stale}
 	args := []any{
 		r.Principal, r.Key, fp, id, now, now, now, exp, // VALUES
@@ -188,15 +189,6 @@ const touchSQL = `UPDATE %s SET locked_at = ?, expires_at = ? WHERE principal = 
 // InnoDB on its newest version and kept.
 const reapSQL = `DELETE FROM %s WHERE expires_at <= ? ORDER BY expires_at LIMIT ?`
 
-// utc is the form in which times are sent: DATETIME(6) text of the UTC
-// wall clock. A time.Time argument would be converted by the driver to the
-// wall clock of the DSN's loc, which a DATETIME read back as text
-// (parseTime=false) cannot tell from UTC, and which shifts with every
-// process's loc: text is stored as written, whatever the DSN.
-func utc(t time.Time) string { return t.UTC().Format(datetime) }
-
-// datetime is the DATETIME(6) text format.
-const datetime = "2006-01-02 15:04:05.000000"
 
 // claimAttempts bounds the rounds of Claim: a round ends without an
 // answer only if the row was deleted (reaped) between the claim and the
@@ -226,38 +218,10 @@ func (s *Store) Claim(ctx context.Context, r idempotency.ClaimRequest) (idempote
 	return idempotency.Record{}, fmt.Errorf("%s: claim: key %q keeps disappearing (reaped while claimed?)", pkg, r.Key)
 }
 
-// dbTime scans a DATETIME holding a UTC wall clock, whatever the DSN's
-// parseTime and loc.
-type dbTime struct{ t time.Time }
-
-func (d *dbTime) Scan(v any) error {
-	switch v := v.(type) {
-	case nil:
-		d.t = time.Time{}
-	case time.Time:
-		// The driver read the column as a wall clock in the DSN's loc;
-		// the store writes UTC wall clocks (see utc).
-		d.t = time.Date(v.Year(), v.Month(), v.Day(), v.Hour(), v.Minute(), v.Second(), v.Nanosecond(), time.UTC)
-	case []byte:
-		return d.parse(string(v))
-	case string:
-		return d.parse(v)
-	default:
-		return fmt.Errorf("%s: cannot scan %T as a time", pkg, v)
-	}
-	return nil
-}
-
-func (d *dbTime) parse(s string) error {
-	t, err := time.ParseInLocation("2006-01-02 15:04:05.999999", s, time.UTC)
-	d.t = t
-	return err
-}
-
 func scanRecord(row *sql.Row) (idempotency.Record, bool, error) {
 	var (
 		rec                          idempotency.Record
-		lockedAt, created, last, exp dbTime
+		lockedAt, created, last, exp mysqltime.Time
 		status                       sql.NullInt64
 		headers, body                []byte
 	)
@@ -269,7 +233,7 @@ func scanRecord(row *sql.Row) (idempotency.Record, bool, error) {
 	if err != nil {
 		return rec, false, err
 	}
-	rec.LockedAt, rec.CreatedAt, rec.LastRunAt, rec.ExpiresAt = lockedAt.t, created.t, last.t, exp.t
+	rec.LockedAt, rec.CreatedAt, rec.LastRunAt, rec.ExpiresAt = lockedAt.T, created.T, last.T, exp.T
 	if status.Valid {
 		h, err := wire.ParseHeader(headers)
 		if err != nil {
@@ -312,7 +276,7 @@ func (s *Store) complete(ctx context.Context, db DBTX, l idempotency.Lock, resp 
 	if err := s.fits(ctx, len(body)+len(h)+len(l.Principal)+len(l.Key)); err != nil {
 		return err
 	}
-	err = fenced(ctx, db, "complete", s.s.complete, resp.Status, h, body, utc(expiresAt), l.Principal, l.Key, l.ID)
+	err = fenced(ctx, db, "complete", s.s.complete, resp.Status, h, body, mysqltime.Text(expiresAt), l.Principal, l.Key, l.ID)
 	if me, ok := errors.AsType[*mysql.MySQLError](err); (ok && me.Number == erNetPacketTooLarge) || errors.Is(err, mysql.ErrPktTooLarge) {
 		return fmt.Errorf("%s: complete: %w: %w", pkg, idempotency.ErrResponseTooLarge, err)
 	}
@@ -364,7 +328,7 @@ func (s *Store) Release(ctx context.Context, l idempotency.Lock) error {
 func (s *Store) Reap(ctx context.Context, now time.Time, limit int) (int, error) {
 	var n int64
 	err := retry.Do(ctx, retry.Policy{}, func(ctx context.Context) error {
-		res, err := mysqlcancel.Exec(ctx, s.db, s.s.reap, utc(now), limit)
+		res, err := mysqlcancel.Exec(ctx, s.db, s.s.reap, mysqltime.Text(now), limit)
 		if err != nil {
 			return err
 		}
@@ -396,9 +360,9 @@ func (s *Store) Advance(ctx context.Context, l idempotency.Lock, point string, n
 			return mysqlerr.Mark(err)
 		}
 		if point == idempotency.Finished {
-			_, err = tx.ExecContext(ctx, s.s.touch, utc(now), utc(expiresAt), l.Principal, l.Key)
+			_, err = tx.ExecContext(ctx, s.s.touch, mysqltime.Text(now), mysqltime.Text(expiresAt), l.Principal, l.Key)
 		} else {
-			_, err = tx.ExecContext(ctx, s.s.advance, point, utc(now), utc(expiresAt), l.Principal, l.Key)
+			_, err = tx.ExecContext(ctx, s.s.advance, point, mysqltime.Text(now), mysqltime.Text(expiresAt), l.Principal, l.Key)
 		}
 		if err != nil {
 			return mysqlerr.Mark(err)

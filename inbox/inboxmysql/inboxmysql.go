@@ -11,6 +11,7 @@ import (
 	"github.com/concurkit/concurkit/inbox"
 	"github.com/concurkit/concurkit/inbox/internal/spec"
 	"github.com/concurkit/concurkit/internal/ident"
+	"github.com/concurkit/concurkit/internal/mysqltime"
 	"github.com/concurkit/concurkit/internal/sqldb"
 	"github.com/concurkit/concurkit/pessimistic/pessimisticmysql"
 )
@@ -238,9 +239,9 @@ func (ib *Inbox) Handle(ctx context.Context, consumer, msgID string, fn func(ctx
 	}
 	processed, err = inTx(ctx, ib, func(ctx context.Context, tx *sql.Tx) (bool, error) {
 		now := ib.cfg.Now()
-		args := []any{consumer, msgID, now}
+		args := []any{consumer, msgID, mysqltime.Text(now)}
 		if ib.cfg.Window > 0 {
-			args = append(args, ib.cfg.Cutoff(now))
+			args = append(args, mysqltime.Text(ib.cfg.Cutoff(now)))
 		}
 		res, err := tx.ExecContext(ctx, ib.record, args...)
 		if err != nil {
@@ -304,7 +305,7 @@ func (ib *Inbox) HandleSequence(ctx context.Context, consumer, producer string, 
 	var res inbox.SeqResult
 	_, err := inTx(ctx, ib, func(ctx context.Context, tx *sql.Tx) (struct{}, error) {
 		now := ib.cfg.Now()
-		r, err := tx.ExecContext(ctx, ib.lockSeq, consumer, producer, now)
+		r, err := tx.ExecContext(ctx, ib.lockSeq, consumer, producer, mysqltime.Text(now))
 		if err != nil {
 			return struct{}{}, fmt.Errorf("%s: read sequence of producer %q: %w", pkg, producer, err)
 		}
@@ -316,7 +317,7 @@ func (ib *Inbox) HandleSequence(ctx context.Context, consumer, producer string, 
 		if !res.Applied {
 			return struct{}{}, errSkip // nothing to record: roll back the lock (and a new row)
 		}
-		if _, err := tx.ExecContext(ctx, ib.advance, seq, now, consumer, producer); err != nil {
+		if _, err := tx.ExecContext(ctx, ib.advance, seq, mysqltime.Text(now), consumer, producer); err != nil {
 			return struct{}{}, fmt.Errorf("%s: record sequence %d of producer %q: %w", pkg, seq, producer, err)
 		}
 		return struct{}{}, fn(ctx, tx)
@@ -351,7 +352,7 @@ func (ib *Inbox) Reap(ctx context.Context) (int64, error) {
 	var total int64
 	for {
 		n, err := pessimisticmysql.InTxValue(ctx, ib.db, ib.cfg.TxOptions, func(ctx context.Context, tx *sql.Tx) (int64, error) {
-			res, err := tx.ExecContext(ctx, ib.reap, cutoff, ib.cfg.ReapBatch)
+			res, err := tx.ExecContext(ctx, ib.reap, mysqltime.Text(cutoff), ib.cfg.ReapBatch)
 			if err != nil {
 				return 0, fmt.Errorf("%s: reap: %w", pkg, err)
 			}

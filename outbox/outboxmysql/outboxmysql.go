@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/concurkit/concurkit/internal/handle"
 	"github.com/concurkit/concurkit/internal/ident"
 	"github.com/concurkit/concurkit/internal/mysqlcancel"
+	"github.com/concurkit/concurkit/internal/mysqltime"
 	"github.com/concurkit/concurkit/internal/sqldb"
 	"github.com/concurkit/concurkit/outbox"
 	"github.com/concurkit/concurkit/outbox/internal/spec"
@@ -131,7 +131,7 @@ func (s *Store) Add(ctx context.Context, tx DBTX, msg outbox.Message) (id string
 		return "", err
 	}
 	m := row.Msg
-	if _, err := mysqlcancel.Exec(ctx, tx, s.insert, m.ID, m.Topic, m.Key, row.Payload, row.Headers, m.CreatedAt); err != nil {
+	if _, err := mysqlcancel.Exec(ctx, tx, s.insert, m.ID, m.Topic, m.Key, row.Payload, row.Headers, mysqltime.Text(m.CreatedAt)); err != nil {
 		return "", fmt.Errorf("%s: add message %s: %w", pkg, m.ID, err)
 	}
 	return m.ID, nil
@@ -183,7 +183,7 @@ func (s *Store) Claim(ctx context.Context, n int, publish func(ctx context.Conte
 		if err := publish(ctx, msgs); err != nil {
 			return 0, err
 		}
-		args := append([]any{s.cfg.Now()}, ids...)
+		args := append([]any{mysqltime.Text(s.cfg.Now())}, ids...)
 		mark := fmt.Sprintf(markSQL, s.table, strings.TrimSuffix(strings.Repeat("?, ", len(ids)), ", "))
 		if _, err := tx.ExecContext(ctx, mark, args...); err != nil {
 			return 0, fmt.Errorf("%s: mark %d messages published: %w", pkg, len(ids), err)
@@ -207,7 +207,7 @@ func (s *Store) lock(ctx context.Context, tx *sql.Tx, n int) ([]outbox.Message, 
 	for rows.Next() {
 		var id int64
 		var m outbox.Message
-		var created datetime
+		var created mysqltime.Time
 		if err := rows.Scan(&id, &m.ID, &m.Topic, &m.Key, &m.Payload, &headers, &created); err != nil {
 			return nil, nil, fmt.Errorf("%s: claim: %w", pkg, err)
 		}
@@ -215,40 +215,13 @@ func (s *Store) lock(ctx context.Context, tx *sql.Tx, n int) ([]outbox.Message, 
 		if m.Payload == nil {
 			m.Payload = []byte{}
 		}
-		m.CreatedAt = created.t
+		m.CreatedAt = created.T
 		msgs, ids = append(msgs, m), append(ids, id)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, nil, fmt.Errorf("%s: claim: %w", pkg, err)
 	}
 	return msgs, ids, nil
-}
-
-// datetime scans a DATETIME(6) column whatever the DSN's parseTime: a
-// time.Time, or the text the server sends without it ("2006-01-02
-// 15:04:05.999999", written in UTC by Add).
-type datetime struct{ t time.Time }
-
-func (d *datetime) Scan(v any) error {
-	switch v := v.(type) {
-	case time.Time:
-		d.t = v.UTC()
-		return nil
-	case []byte:
-		return d.parse(string(v))
-	case string:
-		return d.parse(v)
-	}
-	return fmt.Errorf("%s: created_at: unexpected %T", pkg, v)
-}
-
-func (d *datetime) parse(s string) error {
-	t, err := time.ParseInLocation(time.DateTime+".999999", s, time.UTC)
-	if err != nil {
-		return fmt.Errorf("%s: created_at: %w", pkg, err)
-	}
-	d.t = t
-	return nil
 }
 
 // Reap deletes published rows older than Config.Retention (published at
@@ -263,7 +236,7 @@ func (s *Store) Reap(ctx context.Context) (int64, error) {
 	var total int64
 	for {
 		n, err := pessimisticmysql.InTxValue(ctx, s.db, reapOptions, func(ctx context.Context, tx *sql.Tx) (int64, error) {
-			res, err := tx.ExecContext(ctx, s.reap, cutoff, s.cfg.ReapBatch)
+			res, err := tx.ExecContext(ctx, s.reap, mysqltime.Text(cutoff), s.cfg.ReapBatch)
 			if err != nil {
 				return 0, fmt.Errorf("%s: reap: %w", pkg, err)
 			}

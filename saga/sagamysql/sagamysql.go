@@ -14,6 +14,7 @@ import (
 	"github.com/concurkit/concurkit/internal/handle"
 	"github.com/concurkit/concurkit/internal/ident"
 	"github.com/concurkit/concurkit/internal/mysqlcancel"
+	"github.com/concurkit/concurkit/internal/mysqltime"
 	"github.com/concurkit/concurkit/internal/sqldb"
 	"github.com/concurkit/concurkit/saga"
 )
@@ -236,25 +237,13 @@ func scan(row interface{ Scan(...any) error }) (*saga.Record, error) {
 		r                       saga.Record
 		status                  string
 		steps                   []byte
-		lease, created, updated sql.NullString
+		lease, created, updated mysqltime.Time
 	)
 	if err := row.Scan(&r.Key, &r.Definition, &r.Version, &r.Input, &r.InputHash, &status, &steps, &r.Error, &r.Claim, &lease, &created, &updated); err != nil {
 		return nil, err
 	}
 	r.Status = saga.Status(status)
-	for _, t := range []struct {
-		dst *time.Time
-		src sql.NullString
-	}{{&r.LeaseUntil, lease}, {&r.Created, created}, {&r.Updated, updated}} {
-		if !t.src.Valid {
-			continue
-		}
-		v, err := time.ParseInLocation(layout, t.src.String, time.UTC)
-		if err != nil {
-			return nil, fmt.Errorf("sagamysql: %s: time %q: %w", r.Key, t.src.String, err)
-		}
-		*t.dst = v
-	}
+	r.LeaseUntil, r.Created, r.Updated = lease.T, created.T, updated.T
 	if err := json.Unmarshal(steps, &r.Steps); err != nil {
 		return nil, fmt.Errorf("sagamysql: %s: decoding steps: %w", r.Key, err)
 	}
@@ -269,10 +258,8 @@ func encodeSteps(r *saga.Record) ([]byte, error) {
 	return b, nil
 }
 
-// layout is how times are bound and read: DATETIME(6) text, UTC.
-const layout = "2006-01-02 15:04:05.999999"
-
-func timeText(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05.000000") }
+// timeText is how times are bound: DATETIME(6) text, UTC (mysqltime).
+func timeText(t time.Time) string { return mysqltime.Text(t) }
 
 // nullTime maps the zero time (no lease) to NULL.
 func nullTime(t time.Time) any {
