@@ -16,8 +16,8 @@ import (
 	"github.com/concurkit/concurkit/internal/handle"
 	"github.com/concurkit/concurkit/internal/ident"
 	"github.com/concurkit/concurkit/internal/mysqlcancel"
-	"github.com/concurkit/concurkit/internal/mysqltime"
 	"github.com/concurkit/concurkit/internal/mysqlerr"
+	"github.com/concurkit/concurkit/internal/mysqltime"
 	"github.com/concurkit/concurkit/internal/sqldb"
 	"github.com/concurkit/concurkit/pessimistic/pessimisticmysql"
 	"github.com/concurkit/concurkit/retry"
@@ -188,7 +188,6 @@ const touchSQL = `UPDATE %s SET locked_at = ?, expires_at = ? WHERE principal = 
 // expires_at index. A key a claim renewed meanwhile is re-checked by
 // InnoDB on its newest version and kept.
 const reapSQL = `DELETE FROM %s WHERE expires_at <= ? ORDER BY expires_at LIMIT ?`
-
 
 // claimAttempts bounds the rounds of Claim: a round ends without an
 // answer only if the row was deleted (reaped) between the claim and the
