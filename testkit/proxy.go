@@ -20,8 +20,9 @@ type Proxy struct {
 	target string
 	ln     net.Listener
 
-	mu     sync.Mutex
-	frozen chan struct{} // closed on Thaw; nil while thawed
+	mu      sync.Mutex
+	frozen  chan struct{} // closed on Thaw; nil while thawed
+	replies chan struct{} // the same, for FreezeReplies
 	conns  map[net.Conn]struct{}
 	wg     sync.WaitGroup
 }
@@ -59,14 +60,15 @@ func (p *Proxy) accept() {
 		p.mu.Lock()
 		p.conns[c], p.conns[s] = struct{}{}, struct{}{}
 		p.mu.Unlock()
-		p.wg.Go(func() { p.pipe(s, c) })
-		p.wg.Go(func() { p.pipe(c, s) })
+		p.wg.Go(func() { p.pipe(s, c, false) })
+		p.wg.Go(func() { p.pipe(c, s, true) })
 	}
 }
 
-// pipe copies src to dst, waiting while the proxy is frozen, and closes
-// both when either side ends.
-func (p *Proxy) pipe(dst, src net.Conn) {
+// pipe copies src to dst, waiting while the proxy is frozen (or, for
+// the server's replies, while replies are frozen), and closes both when
+// either side ends.
+func (p *Proxy) pipe(dst, src net.Conn, reply bool) {
 	defer func() {
 		_ = dst.Close()
 		_ = src.Close()
@@ -79,7 +81,7 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			p.wait()
+			p.wait(reply)
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}
@@ -90,13 +92,33 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 	}
 }
 
-// wait blocks while the proxy is frozen.
-func (p *Proxy) wait() {
-	p.mu.Lock()
-	ch := p.frozen
-	p.mu.Unlock()
-	if ch != nil {
+// wait blocks while the proxy is frozen (or replies are, for a reply).
+func (p *Proxy) wait(reply bool) {
+	for {
+		p.mu.Lock()
+		ch := p.frozen
+		if ch == nil && reply {
+			ch = p.replies
+		}
+		p.mu.Unlock()
+		if ch == nil {
+			return
+		}
 		<-ch
+	}
+}
+
+// FreezeReplies holds what the server sends (until Thaw) while still
+// forwarding what clients send: requests reach the server and are
+// applied, their answers do not come back. With Cut afterwards, it is
+// the fault "the connection died after the request was sent": the client
+// cannot know whether the server applied it (a publish whose ack was
+// lost, a COMMIT whose answer was).
+func (p *Proxy) FreezeReplies() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.replies == nil {
+		p.replies = make(chan struct{})
 	}
 }
 
@@ -110,13 +132,17 @@ func (p *Proxy) Freeze() {
 	}
 }
 
-// Thaw resumes forwarding, in order, what Freeze held.
+// Thaw resumes forwarding, in order, what Freeze or FreezeReplies held.
 func (p *Proxy) Thaw() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.frozen != nil {
 		close(p.frozen)
 		p.frozen = nil
+	}
+	if p.replies != nil {
+		close(p.replies)
+		p.replies = nil
 	}
 }
 
