@@ -128,4 +128,3 @@ func natsReady(ctx context.Context, address string) error {
 		}
 	}
 }
-

@@ -23,8 +23,8 @@ type Proxy struct {
 	mu      sync.Mutex
 	frozen  chan struct{} // closed on Thaw; nil while thawed
 	replies chan struct{} // the same, for FreezeReplies
-	conns  map[net.Conn]struct{}
-	wg     sync.WaitGroup
+	conns   map[net.Conn]struct{}
+	wg      sync.WaitGroup
 }
 
 // StartProxy starts a Proxy to target ("host:port") and stops it at the end
