@@ -142,18 +142,43 @@ func (p *Publisher) get(ctx context.Context) (*channel, error) {
 		}
 		p.conn = conn
 	}
-	ch, err := p.conn.Channel()
+	// Opening a channel waits for the broker's answer without a context:
+	// on a frozen broker that is until the connection's heartbeat fails.
+	conn := p.conn
+	res := make(chan opened, 1)
+	go func() { res <- open(conn) }()
+	select {
+	case r := <-res:
+		return r.c, r.err
+	case <-ctx.Done():
+		go func() { // abandoned: close it when it comes
+			if r := <-res; r.c != nil {
+				_ = r.c.ch.Close()
+			}
+		}()
+		return nil, errors.Join(errors.New("outboxamqp: open channel"), ctx.Err())
+	}
+}
+
+type opened struct {
+	c   *channel
+	err error
+}
+
+// open opens a confirm-mode channel on conn.
+func open(conn *amqp.Connection) opened {
+	ch, err := conn.Channel()
 	if err != nil {
-		return nil, fmt.Errorf("outboxamqp: open channel: %w", err)
+		return opened{err: fmt.Errorf("outboxamqp: open channel: %w", err)}
 	}
 	if err := ch.Confirm(false); err != nil {
 		_ = ch.Close()
-		return nil, fmt.Errorf("outboxamqp: confirm mode: %w", err)
+		return opened{err: fmt.Errorf("outboxamqp: confirm mode: %w", err)}
 	}
 	c := &channel{ch: ch, returns: make(chan amqp.Return, 64), closes: make(chan *amqp.Error, 1)}
 	ch.NotifyReturn(c.returns)
 	ch.NotifyClose(c.closes)
-	return c, nil
+	return opened{c: c}
 }
 
 // put gives a healthy channel back to the pool and closes another.
@@ -164,7 +189,10 @@ func (p *Publisher) put(c *channel, healthy bool) {
 		p.idle = append(p.idle, c)
 		return
 	}
-	_ = c.ch.Close()
+	// Close waits for the broker's answer (without a context): never in
+	// the caller's time, which a frozen broker would stretch by the
+	// heartbeat timeout.
+	go func() { _ = c.ch.Close() }()
 }
 
 // item is one message ready to publish.

@@ -212,9 +212,26 @@ func TestPublishContextEnds(t *testing.T) {
 	b.Freeze(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancel()
+	start := time.Now()
 	err := p.Publish(ctx, []outbox.Message{{ID: outbox.NewID(), Topic: "q"}})
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Publish = %v, want DeadlineExceeded", err)
+	}
+	// A guard, not a speed check: the relay holds its claim while Publish
+	// runs, so a frozen broker must not keep it past the context.
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("Publish returned %v after a 300 ms deadline", took.Round(time.Millisecond))
+	}
+	// Again, still frozen: the publisher opens a new channel, which the
+	// broker does not answer either.
+	ctx2, cancel2 := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel2()
+	start = time.Now()
+	if err := p.Publish(ctx2, []outbox.Message{{ID: outbox.NewID(), Topic: "q"}}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("second Publish = %v, want DeadlineExceeded", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("second Publish returned %v after a 300 ms deadline", took.Round(time.Millisecond))
 	}
 	b.Thaw(t)
 	if err := p.Publish(t.Context(), []outbox.Message{{ID: outbox.NewID(), Topic: "q"}}); err != nil {
