@@ -220,6 +220,9 @@ type rejected struct {
 // errors.Join(the count still unconfirmed, ctx.Err()) when ctx ends
 // first; ErrClosed after Close. The batch is then published again later.
 func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) error {
+	if err := ctx.Err(); err != nil { // before a dial or a channel
+		return errors.Join(fmt.Errorf("outboxamqp: %d messages not published", len(msgs)), err)
+	}
 	var bad []rejected
 	items := make([]item, 0, len(msgs))
 	for _, m := range msgs {

@@ -249,3 +249,23 @@ func TestPublishContextEnds(t *testing.T) {
 	}
 	t.Fatalf("publish after a broker restart: %v", last)
 }
+
+// TestPublishContextEndedBefore: a context that ended before Publish
+// sends nothing.
+func TestPublishContextEndedBefore(t *testing.T) {
+	_, dial, conn, q := broker(t)
+	p := newPublisher(t, dial, nil)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := p.Publish(ctx, []outbox.Message{{ID: outbox.NewID(), Topic: q}}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Publish = %v, want Canceled", err)
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := ch.QueueDeclarePassive(q, true, false, false, false, nil)
+	if err != nil || st.Messages != 0 {
+		t.Fatalf("queue holds %d messages (%v), want 0", st.Messages, err)
+	}
+}

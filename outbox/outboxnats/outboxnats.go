@@ -109,6 +109,11 @@ type rejected struct {
 // nil; DeadLetter's own error; errors.Join(the messages still unacked,
 // ctx.Err()) when ctx ends first.
 func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) error {
+	// PublishMsgAsync takes no context: an ended one must stop the batch
+	// before anything is sent.
+	if err := ctx.Err(); err != nil {
+		return errors.Join(fmt.Errorf("outboxnats: %d messages not published", len(msgs)), err)
+	}
 	var (
 		bad     []rejected
 		pending = make([]jetstream.PubAckFuture, 0, len(msgs))

@@ -276,3 +276,25 @@ func TestValidateSubject(t *testing.T) {
 		}
 	}
 }
+
+// TestPublishContextEndedBefore: a context that ended before Publish
+// sends nothing (a batch sent anyway would be published twice, the copy
+// left to JetStream's window or the inbox).
+func TestPublishContextEndedBefore(t *testing.T) {
+	js, prefix := testkit.NATS(t)
+	s := stream(t, js, prefix)
+	pub, err := outboxnats.New(js, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	err = pub.Publish(ctx, []outbox.Message{{ID: outbox.NewID(), Topic: prefix + ".x"}})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Publish = %v, want Canceled", err)
+	}
+	info, err := s.Info(t.Context())
+	if err != nil || info.State.Msgs != 0 {
+		t.Fatalf("stream holds %d messages (%v), want 0", info.State.Msgs, err)
+	}
+}

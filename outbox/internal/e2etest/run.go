@@ -243,8 +243,8 @@ func (r *run) awaitSignal(fired <-chan error, kind string) {
 			return
 		}
 		r.fault(kind)
-	case <-time.After(stepTimeout):
-		r.t.Errorf("%s: not fired within %v", kind, stepTimeout)
+	case <-time.After(2 * stepTimeout): // the hook's own waits are bounded by stepTimeout
+		r.t.Errorf("%s: not fired within %v", kind, 2*stepTimeout)
 	}
 }
 
@@ -387,7 +387,11 @@ func (r *run) startInProcessRelay(ctx context.Context) *inProcess {
 		if ip.dropArmed.CompareAndSwap(true, false) {
 			// Requests go through, answers are held: the broker stores
 			// the batch (the consumer applies it), the acks never come
-			// back; then the connection is cut.
+			// back; then the connection is cut. First a message no stream
+			// or queue takes, so that the publisher is connected: a
+			// connection opened under held answers never completes (the
+			// AMQP publisher dials lazily, after a broker restart).
+			_ = pub.Publish(pctx, []outbox.Message{{ID: outbox.NewID(), Topic: "e2eprobe"}})
 			r.proxy.FreezeReplies()
 			errc := make(chan error, 1)
 			go func() { errc <- pub.Publish(pctx, msgs) }()
