@@ -10,8 +10,30 @@
 // asserts that every event's effect was applied exactly once and that
 // nothing is left unpublished, and reports the faults and duplicates.
 //
+// # The fault model
+//
+// Where the relay can be when something fails, and what must absorb it:
+//
+//	relay dies before publishing        claim rolls back, next relay publishes: no copy
+//	relay's context ends during Publish  batch fails (ctx error), copies of what was stored:
+//	                                     JetStream window / inbox (adapter tests: frozen broker)
+//	relay dies after the acks, before    claim rolls back, batch published again: JetStream
+//	  the mark commits                   drops the copies; RabbitMQ delivers them, the inbox
+//	                                     absorbs them (child SIGKILL; in-process cancel)
+//	the acks are lost (connection cut    publish fails, the broker has the batch: as above
+//	  after the request was sent)        (proxy FreezeReplies + Cut)
+//	the client library re-sends          nats.go retries only on "no responders" (nothing
+//	                                     stored); amqp091-go never: the relay's re-publish is
+//	                                     the retry, covered above
+//	broker killed / frozen               publishes fail or time out (PublishTimeout), relays
+//	                                     retry with backoff; acked messages survive (file
+//	                                     store, persistent + durable queue)
+//	consumer dies after commit, before   redelivery (AckWait / channel close), the inbox finds
+//	  the ack                            the id: applied once (child SIGKILL)
+//
 // It is for the broker adapters' tests only (outbox/outboxnats,
-// outbox/outboxamqp).
+// outbox/outboxamqp). CONCURKIT_E2E_EVENTS=10000 CONCURKIT_E2E_ROUNDS=3
+// is the long run; CONCURKIT_E2E_BREAK=inbox must make it fail.
 package e2etest
 
 import (
