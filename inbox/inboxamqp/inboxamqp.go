@@ -94,6 +94,7 @@ func Consume(ctx context.Context, ch Channel, queue string, handleFn Handler, cf
 	for {
 		select {
 		case <-ctx.Done():
+			drain(deliveries)
 			return ctx.Err()
 		case d, ok := <-deliveries:
 			if !ok {
@@ -130,6 +131,38 @@ func handleOne(ctx context.Context, d amqp.Delivery, handleFn Handler, conf *Con
 	// channel closes, and absorbed by the inbox.
 	_ = d.Ack(false)
 	conf.Stats.Acked.Add(1)
+}
+
+// drainWait bounds how long Consume, once its context ended, waits for
+// the client to finish cancelling the consumer.
+const drainWait = 5 * time.Second
+
+// drain requeues what is still delivered after the context ended, until
+// the client closes deliveries (it does once the broker confirmed the
+// cancel; ConsumeWithContext cancels when ctx ends). amqp091-go requires
+// deliveries to be received: one left unreceived blocks the connection,
+// and a Channel.Close racing the cancel hung for 10 minutes in
+// TestAckOnlyAfterHandler. After drainWait (a frozen broker never
+// confirms) the rest is drained in the background.
+func drain(deliveries <-chan amqp.Delivery) {
+	t := time.NewTimer(drainWait)
+	defer t.Stop()
+	for {
+		select {
+		case d, ok := <-deliveries:
+			if !ok {
+				return
+			}
+			_ = d.Nack(false, true)
+		case <-t.C:
+			go func() {
+				for d := range deliveries {
+					_ = d.Nack(false, true)
+				}
+			}()
+			return
+		}
+	}
 }
 
 // requeue gives d back after delay (at once when ctx ends).

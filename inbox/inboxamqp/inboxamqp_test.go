@@ -85,8 +85,15 @@ func TestAckOnlyAfterHandler(t *testing.T) {
 		t.Fatalf("acked %d failed %d redelivered %d", stats.Acked.Load(), stats.Failed.Load(), stats.Redelivered.Load())
 	}
 	// Close the channel: an unacked delivery would be requeued.
-	if err := ch.Close(); err != nil {
-		t.Fatal(err)
+	closed := make(chan error, 1)
+	go func() { closed <- ch.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Channel.Close hangs after Consume returned")
 	}
 	conn, _ := testkit.AMQP(t)
 	ch2, err := conn.Channel()

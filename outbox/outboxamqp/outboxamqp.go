@@ -304,6 +304,7 @@ func (p *Publisher) publish(ctx context.Context, items []item) (confirmed []bool
 			return confirmed, c.failure(items[i], errors.New("not confirmed (nack or channel closed)"))
 		}
 		confirmed[i] = true
+		p.confirmed.Add(1)
 	}
 	// The broker sends a message's return before its confirm: every return
 	// of this batch is in c.returns by now.
@@ -315,7 +316,6 @@ func (p *Publisher) publish(ctx context.Context, items []item) (confirmed []bool
 			drained = true
 		}
 	}
-	p.confirmed.Add(int64(len(items)))
 	for i, it := range items {
 		if r, ok := returned[it.msg.ID]; ok {
 			confirmed[i] = false
