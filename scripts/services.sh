@@ -26,8 +26,9 @@
 # node (concurkit@localhost) with its own epmd (port 14369), distribution port (25680),
 # Erlang cookie, config, mnesia and log dirs, all in the state dir and on 127.0.0.1:
 # the machine's own NATS (4222) or RabbitMQ (5672, epmd 4369) is never used or touched.
-# RabbitMQ is the slow one to start (about 4 s on an idle 2-core machine, 15-20 s
-# under a load of 15): `up` starts every server in parallel, so it adds that once.
+# RabbitMQ is the slow one to start (15-25 s measured on the shared 2-core machine
+# under a load average of 10-17): `up` starts every server in parallel, so it adds
+# that once, and nothing when it runs.
 #
 # Profiles apply to PostgreSQL and MariaDB: `fast` turns durability off (tests),
 # `durable` keeps the servers' defaults (benchmarks). `up --profile X` restarts those

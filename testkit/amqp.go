@@ -80,11 +80,8 @@ func AMQPQueue(t testing.TB, conn *amqp.Connection, url, name string) {
 	})
 }
 
-// RabbitMQBoot is what StartRabbitMQ waits for at most: RabbitMQ boots in
-// about 4 s on an idle machine and 15-25 s on a loaded one.
-const RabbitMQBoot = ProcReadyTimeout
-
-// StartRabbitMQ starts a throwaway RabbitMQ node on free loopback ports,
+// StartRabbitMQ starts a throwaway RabbitMQ node on free loopback ports
+// (15-25 s on the shared 2-core machine; a restart after Kill as long),
 // with its own epmd, Erlang cookie, config (max_message_size 16 MiB, no
 // plugins), mnesia and logs in t.TempDir(); both are killed at cleanup.
 // The returned Proc is the broker (Kill, Start again with its data,
