@@ -23,9 +23,11 @@ var (
 	etcd        = []string{"go.etcd.io/", "google.golang.org/grpc"}
 	zookeeper   = []string{"github.com/go-zookeeper/"}
 	otel        = []string{"go.opentelemetry.io/"}
+	nats        = []string{"github.com/nats-io/"}
+	amqp091     = []string{"github.com/rabbitmq/"}
 	testOnly    = []string{"testing", "github.com/testcontainers/", "go.uber.org/goleak"}
 	peers       = []string{"github.com/go-redsync/", "github.com/bsm/redislock", "go.etcd.io/etcd/client/v3/concurrency", "go.etcd.io/etcd/server/", "github.com/go-redis/redis_rate"}
-	allDrivers  = slices.Concat(pgxFamily, mysqlFamily, aws, redis, etcd, zookeeper, otel)
+	allDrivers  = slices.Concat(pgxFamily, mysqlFamily, aws, redis, etcd, zookeeper, otel, nats, amqp091)
 )
 
 // stdlibOnly are the driver-neutral cores: they may import only the standard
@@ -58,6 +60,8 @@ var allowedDrivers = []struct {
 	{"dynamolock", [][]string{aws}},
 	{"pglock", [][]string{pgxFamily}},
 	{"otelobserve", [][]string{otel}},
+	{"nats", [][]string{nats}}, // outboxnats, inboxnats: the NATS client only
+	{"amqp", [][]string{amqp091}},
 }
 
 // isLibrary reports whether pkg is imported by users' production code
@@ -135,7 +139,7 @@ func TestDependencies(t *testing.T) {
 			break
 		}
 	}
-	if checked < len(stdlibOnly)+18 { // 13 concept adapters, 6 lock backends, otelobserve
+	if checked < len(stdlibOnly)+22 { // 13 concept adapters, 4 broker adapters, 6 lock backends, otelobserve
 		t.Errorf("checked %d packages: the rules no longer match the layout", checked)
 	}
 }

@@ -23,6 +23,9 @@
 // and nothing of the AWS SDK or the MySQL driver. The lock backends of
 // package distlock are named after the system that holds the lock:
 // distlock/redislock, redlock, etcdlock, zklock, dynamolock and pglock.
+// The outbox and inbox also have one adapter per broker, compiling that
+// broker's client only: outbox/outboxnats and inbox/inboxnats (NATS
+// JetStream), outbox/outboxamqp and inbox/inboxamqp (RabbitMQ).
 // Packages retry, observe, distlock, fenced, optimistic, upsert,
 // pessimistic and deadlock import only the standard library; deps_test.go
 // checks every rule with go list.

@@ -63,7 +63,10 @@
 // (outboxpg.Add); relays publish them at least once (outbox.Relay); the
 // consumer handles each with Handle on the event's ID. Duplicates that the
 // relay produces after a crash are absorbed here: effectively once, end to
-// end.
+// end. inbox/inboxnats (a JetStream pull consumer) and inbox/inboxamqp
+// (a RabbitMQ queue) run that consumer loop: they hand your handler the
+// message's ID (Nats-Msg-Id, message_id) and acknowledge the message only
+// after the handler — and so the inbox transaction — returned nil.
 //
 // # Errors
 //

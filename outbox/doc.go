@@ -22,6 +22,18 @@
 //	relay, err := outbox.NewRelay(store, publisher, nil)
 //	err = relay.Run(ctx)
 //
+// # Publishers for brokers
+//
+// outbox/outboxnats publishes to NATS JetStream (Nats-Msg-Id = the
+// message ID, so JetStream's duplicate window drops a relay's re-publish)
+// and outbox/outboxamqp to RabbitMQ (publisher confirms, mandatory); both
+// return only once the broker acknowledged the whole batch, and hand the
+// messages the broker refuses for good (ErrRejected) and malformed rows
+// to a DeadLetterFunc instead of failing the batch forever. Their tests
+// run the whole chain — business transaction, outbox, two relays, broker,
+// inbox — on PostgreSQL and MariaDB with relays, brokers and consumers
+// killed mid-flight.
+//
 // # Claiming: SKIP LOCKED, released with the transaction
 //
 // A claim is one transaction: SELECT … WHERE published_at IS NULL ORDER

@@ -213,6 +213,28 @@ type Config struct {
 	Now func() time.Time
 }
 
+// ErrRejected matches the reason a Publisher gives its DeadLetterFunc for
+// a message the receiver refused for good — too large for the broker, a
+// destination name the broker cannot accept, a header it cannot carry —
+// so that publishing it again cannot succeed. The broker adapters
+// (outbox/outboxnats, outbox/outboxamqp) wrap the broker's own error with
+// it; a missing destination (no stream, no queue bound) is not a
+// rejection: it may be created, and the batch is retried.
+var ErrRejected = errors.New("outbox: message rejected by the receiver")
+
+// DeadLetterFunc receives a message that a Publisher can never deliver
+// intact: the receiver refused it (reason matches ErrRejected) or its
+// stored row could not be read (reason matches ErrMalformedRow, and
+// msg.Malformed is set). It keeps the message somewhere a person will
+// look — a table, a dead-letter queue, a log line with the payload — and
+// returns nil: the message then counts as handled and its row is marked
+// published with its batch, so one bad message neither stops the relay
+// nor is retried forever. An error fails the batch instead (published
+// again later, with the relay's backoff). It runs inside the relay's
+// claim, with the publish's context, and may be called concurrently by
+// several relays.
+type DeadLetterFunc func(ctx context.Context, msg Message, reason error) error
+
 // Publisher sends messages to the outside world (a broker, a queue,
 // webhooks). Publish must return nil only once every message of the batch
 // has been accepted by the receiver; on an error the whole batch stays

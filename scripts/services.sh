@@ -22,6 +22,14 @@
 # cache), which binds its Jetty connector to 127.0.0.1. `up` refuses to leave a server
 # listening on another address, and `status` reports one as EXPOSED (exit 1).
 #
+# NATS runs with JetStream (file storage in the state dir). RabbitMQ runs as its own
+# node (concurkit@localhost) with its own epmd (port 14369), distribution port (25680),
+# Erlang cookie, config, mnesia and log dirs, all in the state dir and on 127.0.0.1:
+# the machine's own NATS (4222) or RabbitMQ (5672, epmd 4369) is never used or touched.
+# RabbitMQ is the slow one to start (15-25 s measured on the shared 2-core machine
+# under a load average of 10-17): `up` starts every server in parallel, so it adds
+# that once, and nothing when it runs.
+#
 # Profiles apply to PostgreSQL and MariaDB: `fast` turns durability off (tests),
 # `durable` keeps the servers' defaults (benchmarks). `up --profile X` restarts those
 # two when they run with the other profile.
@@ -46,7 +54,12 @@ else
 	AS_PG=() PG_OWNER=() MY_USER=()
 fi
 
-ALL=(pg mariadb redis redlock1 redlock2 redlock3 redlock4 redlock5 zk zk1 zk2 zk3 etcd etcd1 etcd2 etcd3 dynamodb)
+ALL=(pg mariadb redis redlock1 redlock2 redlock3 redlock4 redlock5 zk zk1 zk2 zk3 etcd etcd1 etcd2 etcd3 dynamodb nats rabbitmq)
+
+# RabbitMQ's Erlang ports besides AMQP (RABBITMQ_DIST_PORT, ERL_EPMD_PORT): not 25672/4369,
+# which a RabbitMQ installed on the machine uses.
+RABBIT_DIST_PORT=25680
+RABBIT_EPMD_PORT=14369
 
 # ---------------------------------------------------------------- helpers
 
@@ -64,6 +77,8 @@ port_of() {
 	etcd) echo 12379 ;;
 	etcd[1-3]) echo $((12469 + 10 * ${1#etcd})) ;;
 	dynamodb) echo 18000 ;;
+	nats) echo 14222 ;;
+	rabbitmq) echo 15680 ;; # not 15672: RabbitMQ's management plugin uses that by default
 	*) die "unknown server $1" ;;
 	esac
 }
@@ -124,7 +139,32 @@ probe() {
 	zk[1-3]) tcp_send "$p" srvr | grep -Eq '^Mode: (leader|follower)' ;;
 	etcd*) tcp_send "$p" 'GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' | grep -q '"health":"true"' ;;
 	dynamodb) tcp_send "$p" 'GET / HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' | grep -q '^HTTP/1.1' ;;
+	nats) nats_probe "$p" ;;
+	rabbitmq) amqp_probe "$p" ;;
 	esac
+}
+
+# nats_probe PORT: JetStream answers an account-info request ($JS.API.INFO); a server
+# whose JetStream is not (yet) enabled answers 503 (no responders) or nothing.
+nats_probe() {
+	# shellcheck disable=SC2016
+	timeout 3 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" || exit 1
+		printf "CONNECT {\"verbose\":false,\"headers\":true,\"no_responders\":true}\r\nSUB _INBOX.ck 1\r\nPUB \$JS.API.INFO _INBOX.ck 0\r\n\r\n" >&3
+		while read -r -t 2 line <&3; do
+			case $line in
+			MSG*) read -r -t 2 body <&3; [[ $body == *account_info_response* ]]; exit ;;
+			HMSG* | -ERR*) exit 1 ;;
+			esac
+		done
+		exit 1' _ "$1" 2>/dev/null
+}
+
+# amqp_probe PORT: the broker answers the AMQP 0-9-1 protocol header with
+# Connection.Start (a method frame on channel 0: 01 00 00 …, class 10 method 10).
+# RabbitMQ opens its AMQP listener last in its boot: this is "ready".
+amqp_probe() {
+	timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" && printf "AMQP\x00\x00\x09\x01" >&3 && head -c 11 <&3' _ "$1" 2>/dev/null |
+		od -An -tx1 | tr -d '\n' | grep -q '^ 01 00 00 .. .. .. .. 00 0a 00 0a'
 }
 
 # ---------------------------------------------------------------- installation
@@ -147,6 +187,8 @@ install_missing() {
 	command -v javac >/dev/null || pkgs+=(default-jdk-headless)
 	command -v ss >/dev/null || pkgs+=(iproute2)
 	command -v npm >/dev/null || pkgs+=(nodejs npm)
+	command -v nats-server >/dev/null || [[ -x /usr/sbin/nats-server ]] || pkgs+=(nats-server)
+	[[ -x /usr/lib/rabbitmq/bin/rabbitmq-server ]] || pkgs+=(rabbitmq-server)
 	if ((${#pkgs[@]})); then
 		((EUID == 0)) || die "missing packages: ${pkgs[*]}; install them (sudo apt-get install ${pkgs[*]}) or run as root"
 		say "installing ${pkgs[*]} (apt)"
@@ -323,10 +365,49 @@ launch() {
 			-cp "$DYNAMO_LAUNCHER:$DYNAMO_DIR/DynamoDBLocal.jar" LoopbackDynamoDBLocal \
 			-inMemory -sharedDb -port "$p" -disableTelemetry) </dev/null >>"$log" 2>&1 9>&- &
 		;;
+	nats)
+		setsid "$(nats_bin)" -a 127.0.0.1 -p "$p" -js -sd "$d/jetstream" -n concurkit </dev/null >>"$log" 2>&1 9>&- &
+		;;
+	rabbitmq)
+		rabbit_launch "$d" "$p" "$log"
+		;;
 	esac
 	pid=$!
 	record_pid "$n" "$pid"
 	if profiled "$n"; then echo "$profile" >"$RUN/$n.profile"; fi
+}
+
+nats_bin() { command -v nats-server || echo /usr/sbin/nats-server; }
+
+# rabbit_launch DIR PORT LOG: RabbitMQ as node concurkit@localhost with everything of
+# its own under DIR: config (no plugins; the env file of /etc/rabbitmq is not read), an
+# Erlang cookie, mnesia and logs, and an epmd on RABBIT_EPMD_PORT (recorded as
+# rabbitmq-epmd, stopped with it). RABBITMQ_ALLOW_INPUT makes rabbitmq-server exec the
+# VM (so $! is the broker, not a wrapper shell that a KILL would orphan it from);
+# -noinput keeps the VM from reading the terminal.
+rabbit_launch() {
+	local d=$1 p=$2 log=$3
+	mkdir -p "$d/mnesia" "$d/log"
+	cat >"$d/rabbitmq.conf" <<-EOF
+		listeners.tcp.default = 127.0.0.1:$p
+		# Bounded so that a test of a too-large message stays small (the default is 128 MiB).
+		max_message_size = 16777216
+	EOF
+	echo '[].' >"$d/enabled_plugins"
+	: >"$d/rabbitmq-env.conf"
+	(umask 077 && head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$d/.erlang.cookie")
+	chmod 400 "$d/.erlang.cookie"
+	if ! pid_of rabbitmq-epmd >/dev/null; then
+		setsid epmd -port "$RABBIT_EPMD_PORT" -address 127.0.0.1 </dev/null >>"$LOGS/rabbitmq-epmd.log" 2>&1 9>&- &
+		record_pid rabbitmq-epmd $!
+	fi
+	setsid env HOME="$d" RABBITMQ_CONF_ENV_FILE="$d/rabbitmq-env.conf" RABBITMQ_CONFIG_FILE="$d/rabbitmq.conf" \
+		RABBITMQ_ADVANCED_CONFIG_FILE="$d/advanced.config" RABBITMQ_ENABLED_PLUGINS_FILE="$d/enabled_plugins" \
+		RABBITMQ_MNESIA_BASE="$d/mnesia" RABBITMQ_LOG_BASE="$d/log" RABBITMQ_NODENAME=concurkit@localhost \
+		RABBITMQ_NODE_IP_ADDRESS=127.0.0.1 RABBITMQ_NODE_PORT="$p" RABBITMQ_DIST_PORT="$RABBIT_DIST_PORT" \
+		ERL_EPMD_PORT="$RABBIT_EPMD_PORT" ERL_EPMD_ADDRESS=127.0.0.1 RABBITMQ_ALLOW_INPUT=1 \
+		RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}" \
+		/usr/lib/rabbitmq/bin/rabbitmq-server -noinput </dev/null >>"$log" 2>&1 9>&- &
 }
 
 # wait_ready NAME: poll until ready; on timeout or exit print the log tail and fail.
@@ -392,6 +473,10 @@ stop() {
 	done
 	rm -f "$RUN/$n.pid" "$RUN/$n.profile"
 	rm -rf "${STATE:?}/$n"
+	if [[ $n == rabbitmq ]] && pid=$(pid_of rabbitmq-epmd); then
+		kill -s KILL "$pid" 2>/dev/null || true
+		rm -f "$RUN/rabbitmq-epmd.pid"
+	fi
 }
 
 # ---------------------------------------------------------------- commands
@@ -402,6 +487,8 @@ endpoint() {
 	mariadb) echo "root@tcp(127.0.0.1:13306)/" ;;
 	etcd*) echo "http://127.0.0.1:$(port_of "$1")" ;;
 	dynamodb) echo "http://127.0.0.1:18000" ;;
+	nats) echo "nats://127.0.0.1:14222" ;;
+	rabbitmq) echo "amqp://guest:guest@127.0.0.1:15680/" ;;
 	*) echo "127.0.0.1:$(port_of "$1")" ;;
 	esac
 }
@@ -417,6 +504,8 @@ cmd_env() {
 		export CONCURKIT_ETCD_ENDPOINT='http://127.0.0.1:12379'
 		export CONCURKIT_ETCD_CLUSTER='http://127.0.0.1:12479,http://127.0.0.1:12489,http://127.0.0.1:12499'
 		export CONCURKIT_DYNAMODB_ENDPOINT='http://127.0.0.1:18000'
+		export CONCURKIT_NATS_URL='nats://127.0.0.1:14222'
+		export CONCURKIT_AMQP_URL='amqp://guest:guest@127.0.0.1:15680/'
 	EOF
 }
 

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/concurkit/concurkit/testkit"
 )
 
@@ -54,5 +56,45 @@ func ExampleStartRedis() {
 		procs[0].Thaw(t)
 		procs[1].Kill(t)
 		procs[1].Start(t) // same port, same data dir
+	}
+}
+
+// A JetStream handle on the test NATS and a prefix for the test's stream
+// names and subjects; streams named with the prefix are deleted when the
+// test ends.
+func ExampleNATS() {
+	_ = func(t *testing.T) {
+		js, prefix := testkit.NATS(t)
+		if _, err := js.CreateStream(t.Context(), jetstream.StreamConfig{Name: prefix + "_orders", Subjects: []string{prefix + ".orders.>"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A connection to the test RabbitMQ and a queue of the test's own,
+// deleted when the test ends.
+func ExampleAMQP() {
+	_ = func(t *testing.T) {
+		conn, prefix := testkit.AMQP(t)
+		testkit.AMQPQueue(t, conn, testkit.AMQPURL(t), prefix+"_orders")
+	}
+}
+
+// A broker restart and a lost answer: a throwaway RabbitMQ (or StartNATS)
+// killed and started again on its port with its data, and a proxy that
+// lets a publish reach the broker and holds the broker's confirm until the
+// connection is cut.
+func ExampleStartRabbitMQ() {
+	_ = func(t *testing.T) {
+		broker := testkit.StartRabbitMQ(t)
+		proxy := testkit.StartProxy(t, broker.Addr)
+		url := "amqp://guest:guest@" + proxy.Addr + "/"
+		_ = url // publish through the proxy ...
+		proxy.FreezeReplies()
+		// ... publish: the broker stores it, the confirm is held ...
+		proxy.Cut()
+		proxy.Thaw()
+		broker.Kill(t)
+		broker.Start(t)
 	}
 }

@@ -54,7 +54,7 @@ func TestExposedListeners(t *testing.T) {
 // other host can reach these password-less servers.
 func TestServersListenOnLoopback(t *testing.T) {
 	for _, s := range []*server{postgresServer, mysqlServer, redisServer, redlockServer, zkServer, zkEnsembleServer,
-		etcdServer, etcdClusterServer, dynamoServer} {
+		etcdServer, etcdClusterServer, dynamoServer, natsServer, amqpServer} {
 		t.Run(s.name+"/"+s.envVar, func(t *testing.T) {
 			v := s.get(t)
 			addrs, err := s.addrs(v)

@@ -34,6 +34,7 @@ type Proc struct {
 	Name string
 
 	argv  []string
+	env   []string // added to the test's environment
 	dir   string
 	log   string
 	ready func(ctx context.Context, addr string) error
@@ -216,6 +217,9 @@ func (p *Proc) start() error {
 	fmt.Fprintf(logf, "---- testenv: starting %s\n", strings.Join(p.argv, " "))
 	cmd := exec.Command(p.argv[0], p.argv[1:]...)
 	cmd.Dir = p.dir
+	if len(p.env) > 0 {
+		cmd.Env = append(os.Environ(), p.env...)
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Own process group, and SIGKILL if the test binary dies first.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

@@ -25,7 +25,7 @@ type Proxy struct {
 
 	mu      sync.Mutex
 	frozen  chan struct{} // closed on Thaw; nil while thawed
-	replies bool          // only the server-to-client direction is frozen
+	replies chan struct{} // the same, for FreezeReplies
 	conns   map[net.Conn]struct{}
 	wg      sync.WaitGroup
 }
@@ -68,9 +68,9 @@ func (p *Proxy) accept() {
 	}
 }
 
-// pipe copies src to dst, waiting while the proxy is frozen for that
-// direction (reply: server to client), and closes both when either side
-// ends.
+// pipe copies src to dst, waiting while the proxy is frozen (or, for
+// the server's replies, while replies are frozen), and closes both when
+// either side ends.
 func (p *Proxy) pipe(dst, src net.Conn, reply bool) {
 	defer func() {
 		_ = dst.Close()
@@ -95,38 +95,47 @@ func (p *Proxy) pipe(dst, src net.Conn, reply bool) {
 	}
 }
 
-// wait blocks while the proxy is frozen for the direction (reply: server
-// to client).
+// wait blocks while the proxy is frozen (or replies are, for a reply).
 func (p *Proxy) wait(reply bool) {
-	p.mu.Lock()
-	ch := p.frozen
-	if !reply && p.replies {
-		ch = nil // only replies are held
-	}
-	p.mu.Unlock()
-	if ch != nil {
+	for {
+		p.mu.Lock()
+		ch := p.frozen
+		if ch == nil && reply {
+			ch = p.replies
+		}
+		p.mu.Unlock()
+		if ch == nil {
+			return
+		}
 		<-ch
+	}
+}
+
+// FreezeReplies holds what the server sends (until Thaw) while still
+// forwarding what clients send: requests reach the server and are
+// applied, their answers do not come back. With Cut afterwards, it is
+// the fault "the connection died after the request was sent": the client
+// cannot know whether the server applied it (a publish whose ack was
+// lost, a COMMIT whose answer was).
+func (p *Proxy) FreezeReplies() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.replies == nil {
+		p.replies = make(chan struct{})
 	}
 }
 
 // Freeze stops forwarding: bytes read from either side are held until
 // Thaw (connections stay open; new ones are accepted and held too).
-func (p *Proxy) Freeze() { p.freeze(false) }
-
-// FreezeReplies stops forwarding the server's bytes to the clients until
-// Thaw; requests still reach the server.
-func (p *Proxy) FreezeReplies() { p.freeze(true) }
-
-func (p *Proxy) freeze(replies bool) {
+func (p *Proxy) Freeze() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.frozen == nil {
 		p.frozen = make(chan struct{})
 	}
-	p.replies = replies
 }
 
-// Thaw resumes forwarding, in order, what Freeze held.
+// Thaw resumes forwarding, in order, what Freeze or FreezeReplies held.
 func (p *Proxy) Thaw() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -134,7 +143,10 @@ func (p *Proxy) Thaw() {
 		close(p.frozen)
 		p.frozen = nil
 	}
-	p.replies = false
+	if p.replies != nil {
+		close(p.replies)
+		p.replies = nil
+	}
 }
 
 // Cut closes every connection through the proxy (both sides); new

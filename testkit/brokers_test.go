@@ -1,0 +1,152 @@
+package testkit
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// TestNATS: the shared server has JetStream; a test's streams are named
+// by its prefix.
+func TestNATS(t *testing.T) {
+	js, prefix := NATS(t)
+	ctx := t.Context()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: prefix + "_s", Subjects: []string{prefix + ".>"}}); err != nil {
+		t.Fatal(err)
+	}
+	ack, err := js.Publish(ctx, prefix+".x", []byte("hi"))
+	if err != nil || ack.Stream != prefix+"_s" {
+		t.Fatalf("publish: %+v, %v", ack, err)
+	}
+	if !strings.HasPrefix(prefix, "ck_") || strings.ContainsAny(prefix, ".*> ") {
+		t.Fatalf("prefix %q is not a stream name and subject token", prefix)
+	}
+}
+
+// TestStartNATS: a throwaway server keeps its streams across a SIGKILL and
+// restart (file storage), and answers nothing while frozen.
+func TestStartNATS(t *testing.T) {
+	p := StartNATS(t)
+	checkLoopbackOnly(t, p.Addr)
+	nc := NATSConn(t, "nats://"+p.Addr)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "s", Subjects: []string{"s.>"}, Storage: jetstream.FileStorage}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, "s.1", []byte("one")); err != nil {
+		t.Fatal(err)
+	}
+	p.Kill(t)
+	p.Start(t)
+	if err := waitFor(ctx, func(ctx context.Context) error {
+		s, err := js.Stream(ctx, "s")
+		if err != nil {
+			return err
+		}
+		if n := s.CachedInfo().State.Msgs; n != 1 {
+			return errors.New("not recovered")
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("stream after restart: %v", err)
+	}
+	p.Freeze(t)
+	fctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	if _, err := js.Publish(fctx, "s.2", []byte("two")); err == nil {
+		t.Fatal("a frozen server acknowledged a publish")
+	}
+	p.Thaw(t)
+	if err := waitFor(ctx, func(ctx context.Context) error { _, err := js.Publish(ctx, "s.3", nil); return err }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestStartRabbitMQ: a throwaway broker listens on loopback only (AMQP and
+// distribution), serves AMQP, keeps durable queues across a SIGKILL and
+// restart.
+func TestStartRabbitMQ(t *testing.T) {
+	p := StartRabbitMQ(t)
+	checkLoopbackOnly(t, p.Addr)
+	url := "amqp://guest:guest@" + p.Addr + "/"
+	conn := AMQPConn(t, url)
+	AMQPQueue(t, conn, url, "q")
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	dc, err := ch.PublishWithDeferredConfirmWithContext(t.Context(), "", "q", true, false, amqpPersistent("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := dc.WaitContext(t.Context()); !ok || err != nil {
+		t.Fatalf("confirm: %v %v", ok, err)
+	}
+	p.Kill(t)
+	p.Start(t)
+	conn2 := AMQPConn(t, url)
+	ch2, err := conn2.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := ch2.QueueDeclarePassive("q", true, false, false, false, nil)
+	if err != nil || q.Messages != 1 {
+		t.Fatalf("queue after restart: %+v, %v", q, err)
+	}
+}
+
+// TestAMQP: the shared server serves AMQP with publisher confirms.
+func TestAMQP(t *testing.T) {
+	conn, prefix := AMQP(t)
+	url := AMQPURL(t)
+	AMQPQueue(t, conn, url, prefix+"_q")
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	dc, err := ch.PublishWithDeferredConfirmWithContext(t.Context(), "", prefix+"_q", true, false, amqpPersistent("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := dc.WaitContext(t.Context()); !ok || err != nil {
+		t.Fatalf("confirm: %v %v", ok, err)
+	}
+}
+
+// waitFor retries f until it returns nil or 60 s passed.
+func waitFor(ctx context.Context, f func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	for {
+		actx, acancel := context.WithTimeout(ctx, 2*time.Second)
+		err := f(actx)
+		acancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func amqpPersistent(body string) amqp.Publishing {
+	return amqp.Publishing{DeliveryMode: amqp.Persistent, Body: []byte(body)}
+}
