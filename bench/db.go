@@ -12,6 +12,9 @@ type dbEnv interface {
 	// info describes the server and measures its sync ceilings (probe: how
 	// long each measurement runs; 0 skips them). It needs the schema.
 	info(ctx context.Context, probe time.Duration) Server
+	// claim fails when the schema holds a table the benchmark did not
+	// create: such a schema is never set up nor dropped.
+	claim(ctx context.Context) error
 	// setup creates the schema, its tables and the token sequence.
 	setup(ctx context.Context) error
 	// drop removes the schema and everything in it.

@@ -97,7 +97,7 @@ func (e *myEnv) dbFor(conns int) (*sql.DB, error) {
 	return db, nil
 }
 
-func (e *myEnv) setup(ctx context.Context) error {
+func (e *myEnv) claim(ctx context.Context) error {
 	rows, err := e.admin.QueryContext(ctx, myForeignTables, e.s.Schema)
 	if err != nil {
 		return err
@@ -117,6 +117,10 @@ func (e *myEnv) setup(ctx context.Context) error {
 			return fmt.Errorf("bench: mariadb database %s holds table %q, which the benchmark did not create: choose another schema", e.s.Schema, n)
 		}
 	}
+	return nil
+}
+
+func (e *myEnv) setup(ctx context.Context) error {
 	if _, err := e.admin.ExecContext(ctx, fmt.Sprintf(myCreateDB, e.schema)); err != nil {
 		return err
 	}

@@ -67,7 +67,7 @@ func openPostgres(ctx context.Context, s *Settings, locks *lockClients, runID st
 
 func (e *pgEnv) close() { _ = e.admin.Close(context.Background()) }
 
-func (e *pgEnv) setup(ctx context.Context) error {
+func (e *pgEnv) claim(ctx context.Context) error {
 	rows, err := e.admin.Query(ctx, pgForeignTables, e.s.Schema)
 	if err != nil {
 		return err
@@ -81,6 +81,10 @@ func (e *pgEnv) setup(ctx context.Context) error {
 			return fmt.Errorf("bench: postgres schema %s holds table %q, which the benchmark did not create: choose another schema", e.s.Schema, n)
 		}
 	}
+	return nil
+}
+
+func (e *pgEnv) setup(ctx context.Context) error {
 	if _, err := e.admin.Exec(ctx, fmt.Sprintf(pgCreateSchema, e.schema)); err != nil {
 		return err
 	}

@@ -158,8 +158,15 @@ func (r *runner) database(ctx context.Context, db, runID string, cells []Cell, e
 		env, maxConns = e, e.maxConnections(ctx)
 	}
 	defer env.close()
+	if err := env.claim(ctx); err != nil {
+		err = fmt.Errorf("bench: %s: schema %s: %w", db, r.s.Schema, err)
+		r.note("%v", err)
+		fail(err, 0)
+		return
+	}
 	if !r.s.Keep {
-		// Registered before setup: a run cancelled while its CREATE SCHEMA
+		// Registered after claim (a foreign schema is never dropped) and
+		// before setup: a run cancelled while its CREATE SCHEMA
 		// is on the server must not leave the schema behind (the drop is
 		// IF EXISTS).
 		defer func() {
