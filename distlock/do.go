@@ -124,7 +124,26 @@ func DoValue[T any](ctx context.Context, locker Locker, key string, opts *Option
 			_ = finish(nil)
 		}
 	}()
-	v, err = fn(fctx, lease)
+	v, err = fn(fctx, doLease{lease, fctx})
 	returned = true
 	return v, finish(err)
+}
+
+// doLease is the lease fn gets: its Release returns only once fn's context
+// has ended too (the lease's end reaches fn's context through
+// context.AfterFunc, on another goroutine), so that fn sees its context
+// ended right after the Release call that ended the lease.
+type doLease struct {
+	Lease
+	fctx context.Context
+}
+
+func (l doLease) Release(ctx context.Context) error {
+	err := l.Lease.Release(ctx)
+	if l.Lease.Context().Err() != nil {
+		// The AfterFunc fires, or Do's finish cancels fctx: either way
+		// at once.
+		<-l.fctx.Done()
+	}
+	return err
 }
