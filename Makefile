@@ -42,7 +42,8 @@ FUZZ         ?= internal/ident:FuzzPostgres internal/ident:FuzzMySQL \
                 outbox:FuzzValidate \
                 deadlock:FuzzLockManager deadlock:FuzzSimulate \
                 ratelimit/internal/spec:FuzzModel idempotency:FuzzParseKey \
-                idempotency:FuzzRequestFingerprint idempotency/internal/wire:FuzzHeader
+                idempotency:FuzzRequestFingerprint idempotency/internal/wire:FuzzHeader \
+                hotrow:FuzzFits
 
 # Load the servers' endpoints (CONCURKIT_*) into the recipe's shell.
 WITH_ENV := eval "$$($(SERVICES) env)";

@@ -1,0 +1,45 @@
+// Package hotrow takes a hot row past the ceiling of one commit per update.
+//
+// On one contended row every interactive strategy (optimistic CAS, SELECT …
+// FOR UPDATE, a single conditional UPDATE) pays one transaction, one commit
+// and, on PostgreSQL, one row lock held across one log flush per logical
+// update. The only way past that ceiling is to change the shape of the
+// work. This package does it for commutative updates of one integer column
+// (counters, stock, balances with a floor):
+//
+//   - Escrow: a decrement is one conditional statement (UPDATE … SET v = v +
+//     $delta WHERE key = $1 AND v + $delta >= $floor); the affected-row count
+//     decides; no read, no version, no retry. Store.Add in the adapters.
+//   - Combining: concurrent updates of one key from one process are
+//     coalesced (flat combining): while one batch is at the database the
+//     next requests queue, and the batch after it carries all of them in one
+//     statement and one commit. Each caller still gets its own answer: the
+//     value right after its update, or ErrInsufficient for exactly the
+//     decrements that did not fit above the floor, in arrival order.
+//     Combiner.
+//
+// The adapters hotrowpg (pgx v5) and hotrowmysql (database/sql, MariaDB and
+// MySQL) implement Store for a table with an integer key column and an
+// integer value column.
+//
+// # What a caller is told
+//
+// A caller is answered only after its batch committed (the value) or
+// definitely did not (the error). A batch whose commit outcome is unknown
+// (the connection broke, the batch timeout ended it) fails every request
+// in it with a *concurkit.AmbiguousCommitError. A caller whose context ends
+// while its request waits for a batch is removed from the queue and told so
+// (ctx.Err() joined with ErrNotApplied); once its request is in a batch at
+// the database, it is told the outcome is unknown (an
+// *concurkit.AmbiguousCommitError wrapping ctx.Err()). No request is ever
+// applied twice: nothing here retries a batch.
+//
+// # Where it works
+//
+// The combiner batches within one process: a key updated from many
+// processes gets one batch per process at a time, which still divides the
+// commits by the batch size. It is not for updates inside a caller's own
+// transaction: the batch commits on its own, so a caller that rolls back
+// afterwards cannot take its update back. Store.Add (escrow) does run
+// inside a caller's transaction.
+package hotrow

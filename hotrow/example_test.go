@@ -1,0 +1,79 @@
+package hotrow_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/concurkit/concurkit/hotrow"
+)
+
+// mapStore is a Store on a map, to show the Combiner without a database;
+// hotrowpg.NewStore and hotrowmysql.NewStore are the real ones.
+type mapStore struct {
+	mu sync.Mutex
+	v  map[string]int64
+}
+
+func (s *mapStore) TryAdd(_ context.Context, key string, b hotrow.Batch, floor int64) (int64, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.v[key]
+	if !ok || b.Checked && v+b.Low < floor {
+		return 0, false, nil // the Combiner takes the locked path
+	}
+	s.v[key] = v + b.Delta
+	return s.v[key], true, nil
+}
+
+func (s *mapStore) Locked(_ context.Context, key string, plan func(int64) int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.v[key]
+	if !ok {
+		return hotrow.ErrNotFound
+	}
+	s.v[key] = plan(v)
+	return nil
+}
+
+func ExampleCombiner() {
+	ctx := context.Background()
+	store := &mapStore{v: map[string]int64{"apples": 3}}
+	c, err := hotrow.NewCombiner[string](store, &hotrow.Options{Floor: hotrow.AtLeast(0)})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer c.Close(ctx)
+
+	// 5 buyers at once for 3 apples: their requests share batches, and
+	// exactly 3 get one.
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	sold, refused := 0, 0
+	for range 5 {
+		wg.Go(func() {
+			_, err := c.Add(ctx, "apples", -1)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				sold++
+			case errors.Is(err, hotrow.ErrInsufficient):
+				refused++
+			}
+		})
+	}
+	wg.Wait()
+	left, err := c.Add(ctx, "apples", 0)
+	fmt.Println(sold, refused, left, err)
+	// Output: 3 2 0 <nil>
+}
+
+func ExampleNewBatch() {
+	b, ok := hotrow.NewBatch(true, -2, +5, -4)
+	fmt.Printf("%+v %v\n", b, ok)
+	// Output: {Delta:-1 Low:-2 High:3 Checked:true} true
+}

@@ -1,0 +1,248 @@
+package hotrowmysql_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"math"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/go-sql-driver/mysql"
+	"go.uber.org/goleak"
+
+	"github.com/concurkit/concurkit"
+	"github.com/concurkit/concurkit/hotrow"
+	"github.com/concurkit/concurkit/hotrow/hotrowmysql"
+	"github.com/concurkit/concurkit/testkit"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var stock = hotrow.Table{Name: "stock"}
+
+// modes are the sql_modes every statement must mean the same under.
+var modes = map[string]string{"default": "", "SIMULTANEOUS_ASSIGNMENT": "CONCAT(@@sql_mode, ',SIMULTANEOUS_ASSIGNMENT')"}
+
+// database returns a *sql.DB on a fresh database with table stock holding
+// rows, its sessions in sql_mode (a DSN parameter value; "" = default).
+func database(t *testing.T, mode string, rows map[int64]int64) *sql.DB {
+	t.Helper()
+	cfg, err := mysql.ParseDSN(testkit.MySQLDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mode != "" {
+		if cfg.Params == nil {
+			cfg.Params = map[string]string{}
+		}
+		cfg.Params["sql_mode"] = mode
+	}
+	db := testkit.MySQLFor(t, cfg.FormatDSN())
+	var got string
+	if err := db.QueryRowContext(t.Context(), "SELECT @@SESSION.sql_mode").Scan(&got); err != nil {
+		t.Fatal(err)
+	}
+	if mode != "" && !strings.Contains(got, "SIMULTANEOUS_ASSIGNMENT") {
+		t.Fatalf("session sql_mode %q", got)
+	}
+	if _, err := db.ExecContext(t.Context(), `CREATE TABLE stock (id BIGINT PRIMARY KEY, v BIGINT NOT NULL) ENGINE=InnoDB`); err != nil {
+		t.Fatal(err)
+	}
+	for id, v := range rows {
+		if _, err := db.ExecContext(t.Context(), `INSERT INTO stock VALUES (?, ?)`, id, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return db
+}
+
+func value(t *testing.T, db hotrowmysql.DBTX, id int64) int64 {
+	t.Helper()
+	var v int64
+	if err := db.QueryRowContext(t.Context(), `SELECT v FROM stock WHERE id = ?`, id).Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// TestAdd: the escrow update, its refusals, and arithmetic at the edges,
+// under both sql_modes.
+func TestAdd(t *testing.T) {
+	for name, mode := range modes {
+		t.Run(name, func(t *testing.T) {
+			db := database(t, mode, map[int64]int64{1: 5, 2: math.MaxInt64 - 1, 3: math.MinInt64 + 1})
+			ctx := t.Context()
+			zero := hotrow.AtLeast(0)
+			for _, tc := range []struct {
+				id, delta int64
+				floor     *int64
+				want      int64
+				err       error
+			}{
+				{1, -3, zero, 2, nil},
+				{1, -3, zero, 0, hotrow.ErrInsufficient},
+				{1, -2, zero, 0, nil},
+				{1, 0, zero, 0, nil},
+				{1, 7, zero, 7, nil},
+				{1, -8, nil, -1, nil},
+				{1, -1, zero, 0, hotrow.ErrInsufficient},
+				{1, 1, zero, 0, nil},
+				{2, 1, nil, math.MaxInt64, nil},
+				{2, 1, nil, 0, hotrow.ErrOverflow},
+				{2, math.MinInt64, zero, 0, hotrow.ErrInsufficient},
+				{2, math.MinInt64, nil, -1, nil},
+				{3, -1, nil, math.MinInt64, nil},
+				{3, -1, nil, 0, hotrow.ErrOverflow},
+				{3, 0, nil, math.MinInt64, nil},
+				{4, 1, nil, 0, hotrow.ErrNotFound},
+				{4, 0, nil, 0, hotrow.ErrNotFound},
+			} {
+				v, err := hotrowmysql.Add(ctx, db, stock, tc.id, tc.delta, tc.floor)
+				if v != tc.want || !errors.Is(err, tc.err) || (tc.err == nil) != (err == nil) {
+					t.Errorf("Add(%d, %d, floor %v) = %d, %v; want %d, %v", tc.id, tc.delta, tc.floor != nil, v, err, tc.want, tc.err)
+				}
+			}
+			if v := value(t, db, 2); v != -1 {
+				t.Errorf("row 2 = %d, want -1", v)
+			}
+		})
+	}
+}
+
+// TestAddInTransaction: a refused update leaves the caller's transaction
+// usable, under READ COMMITTED and REPEATABLE READ, and its update is the
+// transaction's (rolled back with it).
+func TestAddInTransaction(t *testing.T) {
+	db := database(t, "", map[int64]int64{1: 1, 2: math.MaxInt64})
+	ctx := t.Context()
+	for _, iso := range []sql.IsolationLevel{sql.LevelReadCommitted, sql.LevelRepeatableRead} {
+		tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: iso})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := hotrowmysql.Add(ctx, tx, stock, 1, -2, hotrow.AtLeast(0)); !errors.Is(err, hotrow.ErrInsufficient) {
+			t.Errorf("%s: %v, want ErrInsufficient", iso, err)
+		}
+		if _, err := hotrowmysql.Add(ctx, tx, stock, 2, 1, nil); !errors.Is(err, hotrow.ErrOverflow) {
+			t.Errorf("%s: %v, want ErrOverflow", iso, err)
+		}
+		if v, err := hotrowmysql.Add(ctx, tx, stock, 1, -1, hotrow.AtLeast(0)); err != nil || v != 0 {
+			t.Errorf("%s: Add after refusals = %d, %v", iso, v, err)
+		}
+		if err := tx.Rollback(); err != nil {
+			t.Fatal(err)
+		}
+		if v := value(t, db, 1); v != 1 {
+			t.Errorf("%s: rolled back, row 1 = %d", iso, v)
+		}
+	}
+}
+
+type countingStore struct {
+	*hotrowmysql.Store[int64]
+	batches, locked atomic.Int64
+}
+
+func (s *countingStore) TryAdd(ctx context.Context, key int64, b hotrow.Batch, floor int64) (int64, bool, error) {
+	s.batches.Add(1)
+	return s.Store.TryAdd(ctx, key, b, floor)
+}
+
+func (s *countingStore) Locked(ctx context.Context, key int64, plan func(int64) int64) error {
+	s.locked.Add(1)
+	return s.Store.Locked(ctx, key, plan)
+}
+
+// TestStockExact: 10,000 concurrent decrements of a stock of 1,000, by
+// escrow and by the combiner (64 goroutines), under both sql_modes:
+// exactly 1,000 succeed, each reports a distinct value 999…0 (the value
+// after its own update), the stock ends at 0; the combiner needs far fewer
+// commits than requests.
+func TestStockExact(t *testing.T) {
+	const requests, stockSize, workers = 10000, 1000, 64
+	for name, mode := range modes {
+		t.Run(name, func(t *testing.T) {
+			db := database(t, mode, map[int64]int64{1: stockSize, 2: stockSize})
+			st, err := hotrowmysql.NewStore[int64](db, stock)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cs := &countingStore{Store: st}
+			c, err := hotrow.NewCombiner[int64](cs, &hotrow.Options{Floor: hotrow.AtLeast(0)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close(context.Background())
+			for _, tc := range []struct {
+				name string
+				id   int64
+				take func(ctx context.Context) (int64, error)
+			}{
+				{"escrow", 1, func(ctx context.Context) (int64, error) {
+					return hotrowmysql.Add(ctx, db, stock, 1, -1, hotrow.AtLeast(0))
+				}},
+				{"combined", 2, func(ctx context.Context) (int64, error) { return c.Add(ctx, 2, -1) }},
+			} {
+				var refused, next atomic.Int64
+				var mu sync.Mutex
+				seen := map[int64]int{}
+				var wg sync.WaitGroup
+				for range workers {
+					wg.Go(func() {
+						for next.Add(1) <= requests {
+							v, err := tc.take(t.Context())
+							switch {
+							case err == nil:
+								mu.Lock()
+								seen[v]++
+								mu.Unlock()
+							case errors.Is(err, hotrow.ErrInsufficient):
+								refused.Add(1)
+							default:
+								t.Errorf("%s: %d, %v", tc.name, v, err)
+								return
+							}
+						}
+					})
+				}
+				wg.Wait()
+				for v := range int64(stockSize) {
+					if seen[v] != 1 {
+						t.Errorf("%s: value %d reported %d times, want once", tc.name, v, seen[v])
+					}
+				}
+				if len(seen) != stockSize || refused.Load() != requests-stockSize || value(t, db, tc.id) != 0 {
+					t.Errorf("%s: %d values, %d refused, stock %d; want %d, %d, 0", tc.name, len(seen), refused.Load(), value(t, db, tc.id), stockSize, requests-stockSize)
+				}
+			}
+			b, l := cs.batches.Load(), cs.locked.Load()
+			t.Logf("combined: %d requests in %d batches (%d took the locked path)", requests, b, l)
+			if b > requests/2 {
+				t.Errorf("%d batches for %d requests from %d goroutines: not combining", b, requests, workers)
+			}
+		})
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	var nilDB *sql.DB
+	ctx := t.Context()
+	db := testkit.MySQL(t)
+	for name, err := range map[string]error{
+		"nil db":       func() error { _, err := hotrowmysql.Add(ctx, nil, stock, 1, 1, nil); return err }(),
+		"typed-nil db": func() error { _, err := hotrowmysql.Add(ctx, nilDB, stock, 1, 1, nil); return err }(),
+		"empty table":  func() error { _, err := hotrowmysql.Add(ctx, db, hotrow.Table{}, 1, 1, nil); return err }(),
+		"bad column": func() error {
+			_, err := hotrowmysql.NewStore[int64](db, hotrow.Table{Name: "t", ValueColumn: "a\x00b"})
+			return err
+		}(),
+		"nil store db": func() error { _, err := hotrowmysql.NewStore[int64](nilDB, stock); return err }(),
+	} {
+		if !errors.Is(err, concurkit.ErrInvalidArgument) {
+			t.Errorf("%s: %v, want ErrInvalidArgument", name, err)
+		}
+	}
+}

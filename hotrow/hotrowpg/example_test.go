@@ -1,0 +1,86 @@
+package hotrowpg_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/concurkit/concurkit/hotrow"
+	"github.com/concurkit/concurkit/hotrow/hotrowpg"
+)
+
+// examplePool connects to the server of scripts/services.sh (or
+// CONCURKIT_POSTGRES_URL) and creates table name with item 1 at stock 3.
+func examplePool(ctx context.Context, name string) (*pgxpool.Pool, func(), error) {
+	// name is unique per run by the caller (examples may run side by side).
+	url := os.Getenv("CONCURKIT_POSTGRES_URL")
+	if url == "" {
+		url = "postgres://postgres@127.0.0.1:15432/postgres?sslmode=disable"
+	}
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return nil, nil, err
+	}
+	q := `CREATE TABLE ` + name + ` (id bigint PRIMARY KEY, v bigint NOT NULL); INSERT INTO ` + name + ` VALUES (1, 3)`
+	if _, err := pool.Exec(ctx, q); err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	return pool, func() { _, _ = pool.Exec(context.Background(), `DROP TABLE `+name); pool.Close() }, nil
+}
+
+func ExampleAdd() {
+	ctx := context.Background()
+	name := fmt.Sprintf("example_hotrow_escrow_%d", rand.Int64())
+	pool, done, err := examplePool(ctx, name)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer done()
+	stock := hotrow.Table{Name: name} // columns id and v
+
+	// One conditional UPDATE per call: no read, no version, no retry.
+	v, err := hotrowpg.Add(ctx, pool, stock, 1, -2, hotrow.AtLeast(0))
+	fmt.Println(v, err)
+	_, err = hotrowpg.Add(ctx, pool, stock, 1, -2, hotrow.AtLeast(0))
+	fmt.Println(errors.Is(err, hotrow.ErrInsufficient))
+	// Output:
+	// 1 <nil>
+	// true
+}
+
+func ExampleNewStore() {
+	ctx := context.Background()
+	name := fmt.Sprintf("example_hotrow_combined_%d", rand.Int64())
+	pool, done, err := examplePool(ctx, name)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer done()
+	store, err := hotrowpg.NewStore[int64](pool, hotrow.Table{Name: name})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	c, err := hotrow.NewCombiner[int64](store, &hotrow.Options{Floor: hotrow.AtLeast(0)})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer c.Close(ctx)
+
+	// Concurrent callers share batches: one UPDATE and one commit each.
+	v, err := c.Add(ctx, 1, +7)
+	fmt.Println(v, err)
+	_, err = c.Add(ctx, 1, -11)
+	fmt.Println(errors.Is(err, hotrow.ErrInsufficient))
+	// Output:
+	// 10 <nil>
+	// true
+}
