@@ -5,8 +5,6 @@ import (
 	"errors"
 	"math"
 	"net/url"
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -17,6 +15,7 @@ import (
 	"github.com/concurkit/concurkit"
 	"github.com/concurkit/concurkit/hotrow"
 	"github.com/concurkit/concurkit/hotrow/hotrowpg"
+	"github.com/concurkit/concurkit/hotrow/internal/hotrowtest"
 	"github.com/concurkit/concurkit/testkit"
 )
 
@@ -135,85 +134,17 @@ func TestAddInTransaction(t *testing.T) {
 	}
 }
 
-// countingStore counts the batches a Combiner sends.
-type countingStore struct {
-	*hotrowpg.Store[int64]
-	batches, locked atomic.Int64
-}
-
-func (s *countingStore) TryAdd(ctx context.Context, key int64, b hotrow.Batch, floor int64) (int64, bool, error) {
-	s.batches.Add(1)
-	return s.Store.TryAdd(ctx, key, b, floor)
-}
-
-func (s *countingStore) Locked(ctx context.Context, key int64, plan func(int64) int64) error {
-	s.locked.Add(1)
-	return s.Store.Locked(ctx, key, plan)
-}
-
-// TestStockExact: 10,000 concurrent decrements of a stock of 1,000, by
-// escrow and by the combiner (64 goroutines, the default pool): exactly
-// 1,000 succeed, each reports a distinct value 999…0 (the value after its
-// own update), the stock ends at 0; the combiner needs far fewer commits
-// than requests.
+// TestStockExact: the shared suite's 10,000 concurrent decrements of a
+// stock of 1,000 (escrow and combined), on the default pool.
 func TestStockExact(t *testing.T) {
-	const requests, stockSize, workers = 10000, 1000, 64
-	p := pool(t, map[int64]int64{1: stockSize, 2: stockSize})
+	p := pool(t, map[int64]int64{1: hotrowtest.Stock, 2: hotrowtest.Stock})
 	st, err := hotrowpg.NewStore[int64](p, stock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs := &countingStore{Store: st}
-	c, err := hotrow.NewCombiner[int64](cs, &hotrow.Options{Floor: hotrow.AtLeast(0)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(context.Background())
-	for _, tc := range []struct {
-		name string
-		id   int64
-		take func(ctx context.Context) (int64, error)
-	}{
-		{"escrow", 1, func(ctx context.Context) (int64, error) { return hotrowpg.Add(ctx, p, stock, 1, -1, hotrow.AtLeast(0)) }},
-		{"combined", 2, func(ctx context.Context) (int64, error) { return c.Add(ctx, 2, -1) }},
-	} {
-		var refused, next atomic.Int64
-		var mu sync.Mutex
-		seen := map[int64]int{}
-		var wg sync.WaitGroup
-		for range workers {
-			wg.Go(func() {
-				for next.Add(1) <= requests {
-					v, err := tc.take(t.Context())
-					switch {
-					case err == nil:
-						mu.Lock()
-						seen[v]++
-						mu.Unlock()
-					case errors.Is(err, hotrow.ErrInsufficient):
-						refused.Add(1)
-					default:
-						t.Errorf("%s: %d, %v", tc.name, v, err)
-						return
-					}
-				}
-			})
-		}
-		wg.Wait()
-		for v := range int64(stockSize) {
-			if seen[v] != 1 {
-				t.Errorf("%s: value %d reported %d times, want once", tc.name, v, seen[v])
-			}
-		}
-		if len(seen) != stockSize || refused.Load() != requests-stockSize || value(t, p, tc.id) != 0 {
-			t.Errorf("%s: %d values, %d refused, stock %d; want %d, %d, 0", tc.name, len(seen), refused.Load(), value(t, p, tc.id), stockSize, requests-stockSize)
-		}
-	}
-	b, l := cs.batches.Load(), cs.locked.Load()
-	t.Logf("combined: %d requests in %d batches (%d took the locked path)", requests, b, l)
-	if b > requests/2 {
-		t.Errorf("%d batches for %d requests from %d goroutines: not combining", b, requests, workers)
-	}
+	hotrowtest.StockExact(t, st, func(ctx context.Context, id, delta int64, floor *int64) (int64, error) {
+		return hotrowpg.Add(ctx, p, stock, id, delta, floor)
+	}, func(t *testing.T, id int64) int64 { return value(t, p, id) })
 }
 
 // TestCombinerFrozenServer: the server freezes while a batch is at it.
