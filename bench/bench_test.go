@@ -35,7 +35,7 @@ func tiny(pgURL, myDSN, redisAddr string, etcd []string, schema string) *bench.C
 	return &bench.Config{
 		PostgresURL: pgURL, MySQLDSN: myDSN, RedisAddr: redisAddr, EtcdEndpoints: etcd, Schema: schema,
 		Grid: bench.GridFast, Rows: []int{1}, Workers: []int{4},
-		Duration: 150 * time.Millisecond, Warmup: 30 * time.Millisecond, SyncProbe: -1,
+		Duration: 300 * time.Millisecond, Warmup: 50 * time.Millisecond, SyncProbe: -1,
 		Interval: 50 * time.Millisecond,
 	}
 }
@@ -95,7 +95,7 @@ func TestRunTinyGrid(t *testing.T) {
 			t.Errorf("%s: check %s: %s", c.ID, c.Check.Status, c.Check.Detail)
 		}
 		// Random-order transfers on a hot pair deadlock, and PostgreSQL
-		// detects a deadlock after deadlock_timeout (1 s): a 150 ms cell may
+		// detects a deadlock after deadlock_timeout (1 s): a 300 ms cell may
 		// see no operation end.
 		if c.Workload != bench.Transfer && (c.Ops == 0 || c.Latency.Count == 0) {
 			t.Errorf("%s: no operations (%d) or latencies (%d)", c.ID, c.Ops, c.Latency.Count)

@@ -24,14 +24,14 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 var stock = hotrow.Table{Name: "stock"}
 
 // pool returns a pool on an isolated schema with table stock holding rows.
-func pool(t *testing.T, rows map[int64]int64) *pgxpool.Pool {
+func pool(t testing.TB, rows map[int64]int64) *pgxpool.Pool {
 	t.Helper()
 	p, _ := poolURL(t, rows)
 	return p
 }
 
 // poolURL is pool, and the URL of its schema.
-func poolURL(t *testing.T, rows map[int64]int64) (*pgxpool.Pool, string) {
+func poolURL(t testing.TB, rows map[int64]int64) (*pgxpool.Pool, string) {
 	t.Helper()
 	u := testkit.PostgresURL(t)
 	p := testkit.PostgresPoolFor(t, u)
