@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -264,6 +265,9 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) error {
 	return nil
 }
 
+// closeReasonWait bounds the wait for a closed channel's reason.
+const closeReasonWait = time.Second
+
 // errTooLarge marks a channel closed by the broker with 406
 // PRECONDITION_FAILED during a publish: the message broke a limit of the
 // broker (max_message_size).
@@ -336,6 +340,19 @@ func (c *channel) failure(it item, err error) error {
 	select {
 	case closeErr = <-c.closes:
 	default:
+		// amqp091-go marks a channel the broker closed as closed before
+		// it delivers the broker's reason to NotifyClose: a publish in
+		// that window fails with 504 "channel/connection is not open".
+		// The reason (406 for a too-large message) follows at once.
+		var e *amqp.Error
+		if errors.Is(err, amqp.ErrClosed) || errors.As(err, &e) && e.Code == amqp.ChannelError {
+			t := time.NewTimer(closeReasonWait)
+			select {
+			case closeErr = <-c.closes: // nil if the channel closed without a reason
+			case <-t.C:
+			}
+			t.Stop()
+		}
 	}
 	if closeErr == nil {
 		var e *amqp.Error
