@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/concurkit/concurkit/bench"
+	"github.com/concurkit/concurkit/internal/redact"
 	"github.com/concurkit/concurkit/testkit"
 )
 
@@ -257,21 +258,18 @@ func assertSchemaGone(t *testing.T, pgURL, myDSN, schema string) {
 }
 
 // TestSecondPostgres points the benchmark at a second PostgreSQL instance
-// (the machine's own server on port 5432, durable, or
-// CONCURKIT_BENCH_POSTGRES2_URL) and checks that it works there and leaves
-// nothing behind.
+// given by CONCURKIT_BENCH_POSTGRES2_URL (the machine's own durable server,
+// say; by default the project's server again, through its own URL) and
+// checks that it works there and leaves nothing behind.
 func TestSecondPostgres(t *testing.T) {
 	url := os.Getenv("CONCURKIT_BENCH_POSTGRES2_URL")
 	if url == "" {
-		url = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+		url = testkit.PostgresServerURL(t)
 	}
 	ctx := t.Context()
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
-		if testkit.CI() {
-			t.Fatalf("second PostgreSQL unreachable (%v): set CONCURKIT_BENCH_POSTGRES2_URL", err)
-		}
-		t.Skipf("second PostgreSQL unreachable: %v", err)
+		t.Fatalf("second PostgreSQL %s unreachable: %v", redact.DSN(url), err)
 	}
 	conn.Close(ctx)
 	schema := testkit.Name("ck_bench2_")
