@@ -55,11 +55,16 @@ services:
 
 FMT_CHECK := out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 
+# Every listed target must exist; then two run at a time (FUZZ_JOBS): a
+# short run is mostly its instrumented build and link, which leave a core
+# idle.
+FUZZ_JOBS    ?= 2
 FUZZ_RUN := for f in $(FUZZ); do \
 		pkg=$${f%%:*}; name=$${f\#\#*:}; \
 		grep -qs "^func $$name(" ./$$pkg/*_test.go || { echo "FUZZ: no $$name in ./$$pkg"; exit 1; }; \
-		$(TIMED) "fuzz $$pkg $$name" $(GO) test -run='^$$' -fuzz="^$${name}$$" -fuzztime=$(FUZZTIME) ./$$pkg; \
-	done
+	done; \
+	printf '%s\n' $(FUZZ) | xargs -P $(FUZZ_JOBS) -I{} bash -c 'f={}; pkg=$${f%%:*}; name=$${f\#\#*:}; \
+		exec $(TIMED) "fuzz $$pkg $$name" $(GO) test -run="^$$" -fuzz="^$${name}$$" -fuzztime=$(FUZZTIME) ./$$pkg'
 
 test: services
 	@$(WITH_ENV) \

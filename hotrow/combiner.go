@@ -2,11 +2,9 @@ package hotrow
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 
-	"github.com/concurkit/concurkit"
 	"github.com/concurkit/concurkit/internal/handle"
 )
 
@@ -15,12 +13,32 @@ type Options struct {
 	// Floor: a decrement that would take the value below *Floor is
 	// refused with ErrInsufficient (increments are never refused). nil,
 	// the default, means no floor (a counter). AtLeast(0) makes one.
+	// For a Ledger, nil means AtLeast(0): no account is overdrawn.
 	Floor *int64
 	// MaxBatch bounds the requests of one batch. Default 1024.
 	MaxBatch int
 	// BatchTimeout bounds one batch at the database; a batch it ends
 	// fails its requests as outcome unknown. Default 10 s.
 	BatchTimeout time.Duration
+}
+
+// normalized returns a copy of o (nil: the zero Options) with the
+// defaults filled in, or an error for a negative MaxBatch or BatchTimeout.
+func (o *Options) normalized() (Options, error) {
+	var n Options
+	if o != nil {
+		n = *o
+	}
+	if n.MaxBatch < 0 || n.BatchTimeout < 0 {
+		return Options{}, invalid("negative MaxBatch (%d) or BatchTimeout (%v)", n.MaxBatch, n.BatchTimeout)
+	}
+	if n.MaxBatch == 0 {
+		n.MaxBatch = defaultMaxBatch
+	}
+	if n.BatchTimeout == 0 {
+		n.BatchTimeout = defaultBatchTimeout
+	}
+	return n, nil
 }
 
 // AtLeast returns a pointer to floor, for Options.Floor and the adapters'
@@ -58,21 +76,8 @@ type Combiner[K comparable] struct {
 
 type queue struct{ pending []*request }
 
-// request states, guarded by Combiner.mu.
-const (
-	waiting  = iota // queued, not sent
-	sent            // in a batch at the database
-	answered        // v or err set, done closed
-	dropped         // its caller left before it was sent
-)
-
-type request struct {
-	delta int64
-	state int
-	done  chan struct{}
-	v     int64
-	err   error
-}
+// request is one Add: its delta in, the value after it out.
+type request = pending[int64, int64]
 
 // NewCombiner returns a Combiner applying batches through s. opts may be
 // nil. It returns an error matching ErrInvalidArgument for a nil s or a
@@ -81,18 +86,9 @@ func NewCombiner[K comparable](s Store[K], opts *Options) (*Combiner[K], error) 
 	if handle.IsNil(s) {
 		return nil, invalid("nil store")
 	}
-	var o Options
-	if opts != nil {
-		o = *opts
-	}
-	if o.MaxBatch < 0 || o.BatchTimeout < 0 {
-		return nil, invalid("negative MaxBatch (%d) or BatchTimeout (%v)", o.MaxBatch, o.BatchTimeout)
-	}
-	if o.MaxBatch == 0 {
-		o.MaxBatch = defaultMaxBatch
-	}
-	if o.BatchTimeout == 0 {
-		o.BatchTimeout = defaultBatchTimeout
+	o, err := opts.normalized()
+	if err != nil {
+		return nil, err
 	}
 	var floor *int64
 	if o.Floor != nil {
@@ -119,9 +115,9 @@ func NewCombiner[K comparable](s Store[K], opts *Options) (*Combiner[K], error) 
 // error, shared by every request of the batch (none of them applied).
 func (c *Combiner[K]) Add(ctx context.Context, key K, delta int64) (int64, error) {
 	if err := ctx.Err(); err != nil {
-		return 0, errors.Join(ErrNotApplied, err)
+		return 0, joinNotApplied(err)
 	}
-	r := &request{delta: delta, done: make(chan struct{})}
+	r := newPending[int64, int64](delta)
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -136,22 +132,7 @@ func (c *Combiner[K]) Add(ctx context.Context, key K, delta int64) (int64, error
 	}
 	q.pending = append(q.pending, r)
 	c.mu.Unlock()
-
-	select {
-	case <-r.done:
-		return r.v, r.err
-	case <-ctx.Done():
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	switch r.state {
-	case waiting:
-		r.state = dropped
-		return 0, errors.Join(ErrNotApplied, ctx.Err())
-	case sent:
-		return 0, &concurkit.AmbiguousCommitError{Err: ctx.Err()}
-	}
-	return r.v, r.err // answered as ctx ended
+	return r.await(ctx, &c.mu)
 }
 
 // run sends key's batches until its queue is empty.
@@ -164,12 +145,7 @@ func (c *Combiner[K]) run(key K, q *queue) {
 			return
 		}
 		c.apply(key, batch)
-		c.mu.Lock()
-		for _, r := range batch {
-			r.state = answered
-			close(r.done)
-		}
-		c.mu.Unlock()
+		answer(&c.mu, batch)
 	}
 }
 
@@ -187,7 +163,7 @@ func (c *Combiner[K]) take(key K, q *queue, batch []*request) []*request {
 		if r.state == dropped {
 			continue
 		}
-		s, ok := add(sum, r.delta)
+		s, ok := add(sum, r.in)
 		if !ok && len(batch) > 0 {
 			break
 		}
@@ -210,7 +186,7 @@ func (c *Combiner[K]) apply(key K, batch []*request) {
 	defer cancel()
 	deltas := make([]int64, len(batch))
 	for i, r := range batch {
-		deltas[i] = r.delta
+		deltas[i] = r.in
 	}
 	b, _ := NewBatch(c.floor != nil, deltas...) // take kept every running sum in range
 	var floor int64
@@ -227,34 +203,28 @@ func (c *Combiner[K]) apply(key K, batch []*request) {
 		// request's own.
 		after := v
 		for i := len(batch) - 1; i >= 0; i-- {
-			batch[i].v = after
-			after -= batch[i].delta
+			batch[i].out = after
+			after -= batch[i].in
 		}
 		return
 	}
 	err = c.store.Locked(ctx, key, func(v int64) int64 {
 		cur := v
 		for _, r := range batch {
-			r.v, r.err = 0, nil
-			switch next, inRange := add(cur, r.delta); {
+			r.out, r.err = 0, nil
+			switch next, inRange := add(cur, r.in); {
 			case !inRange:
 				r.err = ErrOverflow
-			case c.floor != nil && !fits(cur, r.delta, *c.floor):
+			case c.floor != nil && !fits(cur, r.in, *c.floor):
 				r.err = ErrInsufficient
 			default:
-				cur, r.v = next, next
+				cur, r.out = next, next
 			}
 		}
 		return cur
 	})
 	if err != nil {
 		fail(batch, err)
-	}
-}
-
-func fail(batch []*request, err error) {
-	for _, r := range batch {
-		r.v, r.err = 0, err
 	}
 }
 
@@ -266,15 +236,5 @@ func (c *Combiner[K]) Close(ctx context.Context) error {
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
-	done := make(chan struct{})
-	go func() { c.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		c.cancel()
-		return nil
-	case <-ctx.Done():
-		c.cancel()
-		<-done
-		return ctx.Err()
-	}
+	return closeWait(ctx, &c.wg, c.cancel)
 }

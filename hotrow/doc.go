@@ -17,10 +17,15 @@
 //     value right after its update, or ErrInsufficient for exactly the
 //     decrements that did not fit above the floor, in arrival order.
 //     Combiner.
+//   - Batched transfers (the ledger case): concurrent transfers between
+//     accounts go in batches, one transaction per batch, which locks every
+//     account it touches in key order (batches of Ledgers in other
+//     processes cannot deadlock with it) and applies each transfer in
+//     arrival order with its own no-overdraft check. Ledger.
 //
 // The adapters hotrowpg (pgx v5) and hotrowmysql (database/sql, MariaDB and
-// MySQL) implement Store for a table with an integer key column and an
-// integer value column.
+// MySQL) implement Store and LedgerStore for a table with a key column and
+// an integer value column.
 //
 // # What a caller is told
 //
@@ -36,10 +41,12 @@
 //
 // # Where it works
 //
-// The combiner batches within one process: a key updated from many
+// The Combiner and the Ledger batch within one process: a key updated from many
 // processes gets one batch per process at a time, which still divides the
 // commits by the batch size. It is not for updates inside a caller's own
 // transaction: the batch commits on its own, so a caller that rolls back
-// afterwards cannot take its update back. Store.Add (escrow) does run
+// afterwards cannot take its update back (a transfer that must commit with
+// other writes of the caller belongs in the caller's transaction, without
+// a Ledger). Store.Add (escrow) does run
 // inside a caller's transaction.
 package hotrow

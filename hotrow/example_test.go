@@ -77,3 +77,49 @@ func ExampleNewBatch() {
 	fmt.Printf("%+v %v\n", b, ok)
 	// Output: {Delta:-1 Low:-2 High:3 Checked:true} true
 }
+
+// mapLedger is a LedgerStore on a map, to show the Ledger without a
+// database; hotrowpg.NewLedgerStore and hotrowmysql.NewLedgerStore are the
+// real ones.
+type mapLedger struct {
+	mu sync.Mutex
+	v  map[string]int64
+}
+
+func (s *mapLedger) Apply(_ context.Context, keys []string, plan func([]int64, []bool)) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, found := make([]int64, len(keys)), make([]bool, len(keys))
+	for i, k := range keys {
+		v[i], found[i] = s.v[k]
+	}
+	plan(v, found)
+	for i, k := range keys {
+		if found[i] {
+			s.v[k] = v[i]
+		}
+	}
+	return nil
+}
+
+func ExampleLedger() {
+	ctx := context.Background()
+	store := &mapLedger{v: map[string]int64{"alice": 100, "bob": 0}}
+	ledger, err := hotrow.NewLedger[string](store, nil) // nil Floor: no overdraft
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer ledger.Close(ctx)
+
+	b, err := ledger.Transfer(ctx, hotrow.Transfer[string]{From: "alice", To: "bob", Amount: 70})
+	fmt.Printf("%+v %v\n", b, err)
+	_, err = ledger.Transfer(ctx, hotrow.Transfer[string]{From: "alice", To: "bob", Amount: 70})
+	fmt.Println(errors.Is(err, hotrow.ErrInsufficient))
+	_, err = ledger.Transfer(ctx, hotrow.Transfer[string]{From: "alice", To: "carol", Amount: 1})
+	fmt.Println(errors.Is(err, hotrow.ErrNotFound))
+	// Output:
+	// {From:30 To:70} <nil>
+	// true
+	// true
+}

@@ -87,3 +87,37 @@ func ExampleNewStore() {
 	// 10 <nil>
 	// true
 }
+
+func ExampleNewLedgerStore() {
+	ctx := context.Background()
+	name := fmt.Sprintf("example_hotrow_ledger_%d", rand.Int64())
+	db, done, err := exampleDB(ctx, name) // account 1 holds 3
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer done()
+	if _, err := db.ExecContext(ctx, "INSERT INTO "+name+".stock VALUES (2, 0)"); err != nil {
+		fmt.Println(err)
+		return
+	}
+	store, err := hotrowmysql.NewLedgerStore[int64](db, hotrow.Table{Schema: name, Name: "stock"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ledger, err := hotrow.NewLedger[int64](store, nil) // nil: no overdraft
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer ledger.Close(ctx)
+
+	b, err := ledger.Transfer(ctx, hotrow.Transfer[int64]{From: 1, To: 2, Amount: 2})
+	fmt.Printf("%+v %v\n", b, err)
+	_, err = ledger.Transfer(ctx, hotrow.Transfer[int64]{From: 1, To: 2, Amount: 2})
+	fmt.Println(errors.Is(err, hotrow.ErrInsufficient))
+	// Output:
+	// {From:1 To:2} <nil>
+	// true
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 
 	"github.com/go-sql-driver/mysql"
@@ -55,11 +56,17 @@ const (
 	readSQL  = `SELECT %[3]s FROM %[1]s WHERE %[2]s = ?`
 	lockSQL  = `SELECT %[3]s FROM %[1]s WHERE %[2]s = ? FOR UPDATE`
 	writeSQL = `UPDATE %[1]s SET %[3]s = ? WHERE %[2]s = ?`
+	// The Ledger's, in two parts: a batch's keys' placeholders go between
+	// them. Not a format string: a quoted name may hold a %.
+	lockManySQL = `SELECT %[2]s, %[3]s FROM %[1]s WHERE %[2]s IN (|) ORDER BY %[2]s FOR UPDATE`
 )
 
 const pkg = "hotrowmysql"
 
-type stmts struct{ add, read, lock, write, name string }
+type stmts struct {
+	add, read, lock, write, name string
+	lockMany                     []string // parts, see lockManySQL
+}
 
 var cache sync.Map // hotrow.Table → stmts
 
@@ -72,14 +79,27 @@ func statements(t hotrow.Table) (stmts, error) {
 		return stmts{}, fmt.Errorf("%s: %w", pkg, err)
 	}
 	st := stmts{
-		add:   fmt.Sprintf(addSQL, table, key, value),
-		read:  fmt.Sprintf(readSQL, table, key, value),
-		lock:  fmt.Sprintf(lockSQL, table, key, value),
-		write: fmt.Sprintf(writeSQL, table, key, value),
-		name:  table,
+		add:      fmt.Sprintf(addSQL, table, key, value),
+		read:     fmt.Sprintf(readSQL, table, key, value),
+		lock:     fmt.Sprintf(lockSQL, table, key, value),
+		write:    fmt.Sprintf(writeSQL, table, key, value),
+		name:     table,
+		lockMany: parts(lockManySQL, table, key, value),
 	}
 	cache.Store(t, st)
 	return st, nil
+}
+
+// parts splits sql at its | into the parts around which a batch's
+// placeholders go, each part formatted with the quoted names.
+func parts(sql, table, key, value string) []string {
+	p := strings.Split(sql, "|")
+	for i := range p {
+		if strings.Contains(p[i], "%") {
+			p[i] = fmt.Sprintf(p[i], table, key, value)
+		}
+	}
+	return p
 }
 
 // Add adds delta to the value of key in t, in one statement, and returns
@@ -223,12 +243,19 @@ func (s *Store[K]) Locked(ctx context.Context, key K, plan func(v int64) int64) 
 			return wrap("write "+s.st.name, joinCtx(ctx, err))
 		}
 	}
-	if err := tx.Commit(); err != nil {
-		var myErr *mysql.MySQLError
-		if errors.As(err, &myErr) || errors.Is(err, sql.ErrTxDone) || errors.Is(err, driver.ErrBadConn) {
-			return wrap("commit", joinCtx(ctx, err)) // answered, or never sent
-		}
-		return &concurkit.AmbiguousCommitError{Err: wrap("commit", joinCtx(ctx, err))}
+	return commit(ctx, tx)
+}
+
+// commit commits tx; an error the server did not answer, on a connection
+// that sent the COMMIT, is a *concurkit.AmbiguousCommitError.
+func commit(ctx context.Context, tx *sql.Tx) error {
+	err := tx.Commit()
+	if err == nil {
+		return nil
 	}
-	return nil
+	var myErr *mysql.MySQLError
+	if errors.As(err, &myErr) || errors.Is(err, sql.ErrTxDone) || errors.Is(err, driver.ErrBadConn) {
+		return wrap("commit", joinCtx(ctx, err)) // answered, or never sent
+	}
+	return &concurkit.AmbiguousCommitError{Err: wrap("commit", joinCtx(ctx, err))}
 }

@@ -84,3 +84,39 @@ func ExampleNewStore() {
 	// 10 <nil>
 	// true
 }
+
+func ExampleNewLedgerStore() {
+	ctx := context.Background()
+	name := fmt.Sprintf("example_hotrow_ledger_%d", rand.Int64())
+	pool, done, err := examplePool(ctx, name) // account 1 holds 3
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer done()
+	if _, err := pool.Exec(ctx, `INSERT INTO `+name+` VALUES (2, 0)`); err != nil {
+		fmt.Println(err)
+		return
+	}
+	store, err := hotrowpg.NewLedgerStore[int64](pool, hotrow.Table{Name: name})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ledger, err := hotrow.NewLedger[int64](store, nil) // nil: no overdraft
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer ledger.Close(ctx)
+
+	// Concurrent transfers share batches: one transaction each, which
+	// locks the accounts it touches in key order.
+	b, err := ledger.Transfer(ctx, hotrow.Transfer[int64]{From: 1, To: 2, Amount: 2})
+	fmt.Printf("%+v %v\n", b, err)
+	_, err = ledger.Transfer(ctx, hotrow.Transfer[int64]{From: 1, To: 2, Amount: 2})
+	fmt.Println(errors.Is(err, hotrow.ErrInsufficient))
+	// Output:
+	// {From:1 To:2} <nil>
+	// true
+}

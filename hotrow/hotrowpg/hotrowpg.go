@@ -55,7 +55,7 @@ const (
 
 const pkg = "hotrowpg"
 
-type stmts struct{ add, read, lock, write, name string }
+type stmts struct{ add, read, lock, lockMany, write, name string }
 
 var cache sync.Map // hotrow.Table → stmts
 
@@ -68,11 +68,12 @@ func statements(t hotrow.Table) (stmts, error) {
 		return stmts{}, fmt.Errorf("%s: %w", pkg, err)
 	}
 	st := stmts{
-		add:   fmt.Sprintf(addSQL, table, key, value),
-		read:  fmt.Sprintf(readSQL, table, key, value),
-		lock:  fmt.Sprintf(lockSQL, table, key, value),
-		write: fmt.Sprintf(writeSQL, table, key, value),
-		name:  table,
+		add:      fmt.Sprintf(addSQL, table, key, value),
+		read:     fmt.Sprintf(readSQL, table, key, value),
+		lock:     fmt.Sprintf(lockSQL, table, key, value),
+		lockMany: fmt.Sprintf(lockManySQL, table, key, value),
+		write:    fmt.Sprintf(writeSQL, table, key, value),
+		name:     table,
 	}
 	cache.Store(t, st)
 	return st, nil
