@@ -10,9 +10,6 @@ import (
 // migrationsmysql gets ErrDriverNotLinked, naming the package to import,
 // before any connection — not golang-migrate's "unknown driver".
 func TestDriverNotLinked(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds a program")
-	}
 	out, err := exec.Command("go", "run", "./internal/unlinked").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go run: %v\n%s", err, out)
