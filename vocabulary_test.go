@@ -58,7 +58,7 @@ var handleNames = map[string]string{
 var retiredNames = []string{"SQLDB", "SQLDBTX", "SQLBeginner", "Pool", "API", "DynamoDBClient", "DynamoDBPutter", "DynamoDBUpdater"}
 
 // tableFields are the only field names a Table struct may have.
-var tableFields = []string{"Schema", "Name", "KeyColumn", "VersionColumn", "TokenColumn", "ValueColumn"}
+var tableFields = []string{"Schema", "Name", "KeyColumn", "VersionColumn", "TokenColumn", "ValueColumn", "ShardColumn"}
 
 // publicFile is one parsed non-test source file of a public package.
 type publicFile struct {

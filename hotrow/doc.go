@@ -22,9 +22,13 @@
 //     account it touches in key order (batches of Ledgers in other
 //     processes cannot deadlock with it) and applies each transfer in
 //     arrival order with its own no-overdraft check. Ledger.
+//   - Sharded counters: a counter split over N shard rows; a writer adds
+//     to one shard at random, a read sums them; Take, the stock variant,
+//     never takes the sum below zero and borrows between shards only when
+//     one runs dry. Sharded.
 //
 // The adapters hotrowpg (pgx v5) and hotrowmysql (database/sql, MariaDB and
-// MySQL) implement Store and LedgerStore for a table with a key column and
+// MySQL) implement Store, LedgerStore and ShardStore for a table with a key column and
 // an integer value column.
 //
 // # What a caller is told

@@ -123,3 +123,99 @@ func ExampleLedger() {
 	// true
 	// true
 }
+
+// mapShards is a ShardStore on a map, to show a Sharded counter without a
+// database; hotrowpg.NewShardStore and hotrowmysql.NewShardStore are the
+// real ones.
+type mapShards struct {
+	mu sync.Mutex
+	v  map[string][]int64
+}
+
+func (s *mapShards) TryAdd(_ context.Context, key string, shard int, delta int64, floored bool) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v := s.v[key]
+	if shard >= len(v) || floored && v[shard]+delta < 0 {
+		return false, nil // the counter takes the locked path
+	}
+	v[shard] += delta
+	return true, nil
+}
+
+func (s *mapShards) Locked(_ context.Context, key string, plan func([]int64) error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.v[key]
+	if !ok {
+		return hotrow.ErrNotFound
+	}
+	w := append([]int64(nil), v...)
+	if err := plan(w); err != nil {
+		return err
+	}
+	s.v[key] = w
+	return nil
+}
+
+func (s *mapShards) Sum(_ context.Context, key string) (int64, int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var sum int64
+	for _, x := range s.v[key] {
+		sum += x
+	}
+	return sum, len(s.v[key]), nil
+}
+
+func (s *mapShards) Insert(_ context.Context, key string, v []int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.v[key]; ok {
+		return hotrow.ErrExists
+	}
+	s.v[key] = v
+	return nil
+}
+
+func ExampleSharded() {
+	ctx := context.Background()
+	store := &mapShards{v: map[string][]int64{}}
+	counter, err := hotrow.NewSharded[string](store, &hotrow.ShardedOptions{Shards: 4})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	// 10 tickets over 4 shard rows: 3, 3, 2, 2.
+	if err := counter.Create(ctx, "tickets", 10); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(store.v["tickets"])
+
+	// 12 buyers at once: each Take updates one shard; a shard that runs
+	// dry borrows from the others. Exactly 10 get a ticket.
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	sold, refused := 0, 0
+	for range 12 {
+		wg.Go(func() {
+			err := counter.Take(ctx, "tickets", 1)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				sold++
+			case errors.Is(err, hotrow.ErrInsufficient):
+				refused++
+			}
+		})
+	}
+	wg.Wait()
+	_ = counter.Add(ctx, "tickets", 5) // restock
+	left, err := counter.Value(ctx, "tickets")
+	fmt.Println(sold, refused, left, err)
+	// Output:
+	// [3 3 2 2]
+	// 10 2 5 <nil>
+}

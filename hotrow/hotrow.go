@@ -21,6 +21,9 @@ var (
 	// waited for a batch; it was removed and never sent. Returned joined
 	// with ctx.Err().
 	ErrNotApplied = errors.New("hotrow: not applied")
+	// ErrExists: Sharded.Create found shard rows of the key already;
+	// nothing was inserted.
+	ErrExists = errors.New("hotrow: key exists")
 	// ErrClosed: the Combiner is closed.
 	ErrClosed = errors.New("hotrow: combiner closed")
 )
@@ -113,6 +116,10 @@ type Table struct {
 	// ValueColumn is the bigint column the updates add to; empty means
 	// "v".
 	ValueColumn string
+	// ShardColumn is the integer shard number of a shard table (the
+	// ShardStore of a Sharded counter, unique with KeyColumn); empty
+	// means "shard". Other tables ignore it.
+	ShardColumn string
 }
 
 // Columns returns t with the default column names filled in.
@@ -122,6 +129,9 @@ func (t Table) Columns() Table {
 	}
 	if t.ValueColumn == "" {
 		t.ValueColumn = "v"
+	}
+	if t.ShardColumn == "" {
+		t.ShardColumn = "shard"
 	}
 	return t
 }
@@ -151,4 +161,19 @@ func (t Table) Quote(quote func(parts ...string) (string, error)) (table, key, v
 		return "", "", "", invalid("key and value column are both %s", key)
 	}
 	return table, key, value, nil
+}
+
+// QuoteShard is Quote for a shard table: it also returns the shard column
+// quoted, or an error matching ErrInvalidArgument.
+func (t Table) QuoteShard(quote func(parts ...string) (string, error)) (table, key, value, shard string, err error) {
+	if table, key, value, err = t.Quote(quote); err != nil {
+		return "", "", "", "", err
+	}
+	if shard, err = quote(t.Columns().ShardColumn); err != nil {
+		return "", "", "", "", invalid("shard column: %v", err)
+	}
+	if shard == key || shard == value {
+		return "", "", "", "", invalid("shard column %s is also the key or value column", shard)
+	}
+	return table, key, value, shard, nil
 }

@@ -37,7 +37,8 @@ const (
 )
 
 // TemplateOptions say what a generated migration adds. At least one of
-// VersionColumn, FencingColumn, FenceTable and Sequences must be set.
+// VersionColumn, FencingColumn, FenceTable, ShardTable and Sequences must
+// be set.
 type TemplateOptions struct {
 	// Dialect is Postgres or MySQL. Required.
 	Dialect Dialect
@@ -59,6 +60,13 @@ type TemplateOptions struct {
 	// max_seen_token, for fencedpg.Admit / fencedmysql.Admit, which use
 	// DefaultFenceTable unless told otherwise.
 	FenceTable string
+	// ShardTable, if non-empty, creates a shard table of that name
+	// (optionally schema-qualified) for a hotrow.Sharded counter
+	// (hotrowpg.NewShardStore, hotrowmysql.NewShardStore with
+	// hotrow.Table's default columns): id (text; MySQL VARCHAR(255)),
+	// shard (integer) and v (BIGINT NOT NULL), primary key (id, shard).
+	// For numeric keys, change id's type before applying it.
+	ShardTable string
 	// Sequences, if any, creates one token sequence per name (optionally
 	// schema-qualified), starting at 1: DefaultFenceSequence for
 	// fencedpg.Sequence / fencedmysql.Sequence, DefaultLockSequence for
@@ -103,6 +111,7 @@ type dialectSQL struct {
 	setTimeout   func(time.Duration) string
 	resetTimeout string
 	fenceTable   string // CREATE TABLE %s (...)
+	shardTable   string // CREATE TABLE %s (...)
 	sequence     string // CREATE SEQUENCE %s ...
 }
 
@@ -118,6 +127,7 @@ var templateSQL = map[Dialect]dialectSQL{
 		},
 		resetTimeout: "RESET lock_timeout;",
 		fenceTable:   "CREATE TABLE %s (resource text PRIMARY KEY, max_seen_token bigint NOT NULL DEFAULT 0);",
+		shardTable:   "CREATE TABLE %s (id text NOT NULL, shard integer NOT NULL, v bigint NOT NULL DEFAULT 0, PRIMARY KEY (id, shard));",
 		sequence:     "CREATE SEQUENCE %s AS bigint MINVALUE 1;",
 	},
 	MySQL: {
@@ -127,6 +137,7 @@ var templateSQL = map[Dialect]dialectSQL{
 		},
 		resetTimeout: "SET SESSION lock_wait_timeout = DEFAULT;",
 		fenceTable:   "CREATE TABLE %s (resource VARCHAR(255) NOT NULL PRIMARY KEY, max_seen_token BIGINT NOT NULL DEFAULT 0) ENGINE=InnoDB;",
+		shardTable:   "CREATE TABLE %s (id VARCHAR(255) NOT NULL, shard INT NOT NULL, v BIGINT NOT NULL DEFAULT 0, PRIMARY KEY (id, shard)) ENGINE=InnoDB;",
 		sequence:     "CREATE SEQUENCE %s START WITH 1 MINVALUE 1 INCREMENT BY 1;",
 	},
 }
@@ -169,8 +180,8 @@ func Template(o TemplateOptions) (TemplateFiles, error) {
 		return TemplateFiles{}, invalid("Digits %d outside [0, %d]", o.Digits, maxDigits)
 	case o.LockTimeout < 0 || o.LockTimeout > MaxLockTimeout:
 		return TemplateFiles{}, invalid("LockTimeout %s outside [0, %s]", o.LockTimeout, MaxLockTimeout)
-	case o.VersionColumn == "" && o.FencingColumn == "" && o.FenceTable == "" && len(o.Sequences) == 0:
-		return TemplateFiles{}, invalid("nothing to generate (set VersionColumn, FencingColumn, FenceTable or Sequences)")
+	case o.VersionColumn == "" && o.FencingColumn == "" && o.FenceTable == "" && o.ShardTable == "" && len(o.Sequences) == 0:
+		return TemplateFiles{}, invalid("nothing to generate (set VersionColumn, FencingColumn, FenceTable, ShardTable or Sequences)")
 	case o.VersionColumn != "" && o.VersionColumn == o.FencingColumn:
 		return TemplateFiles{}, invalid("VersionColumn and FencingColumn are both %q", o.VersionColumn)
 	case (o.VersionColumn != "" || o.FencingColumn != "") && o.Table == "":
@@ -205,6 +216,16 @@ func Template(o TemplateOptions) (TemplateFiles, error) {
 			return TemplateFiles{}, err
 		}
 		steps = append(steps, step{fmt.Sprintf(sqlOf.fenceTable, q), "DROP TABLE " + q + ";"})
+	}
+	if o.ShardTable != "" {
+		q, err := quote("ShardTable", o.ShardTable)
+		if err != nil {
+			return TemplateFiles{}, err
+		}
+		if err := unique("ShardTable", o.ShardTable); err != nil {
+			return TemplateFiles{}, err
+		}
+		steps = append(steps, step{fmt.Sprintf(sqlOf.shardTable, q), "DROP TABLE " + q + ";"})
 	}
 	for i, name := range o.Sequences {
 		field := fmt.Sprintf("Sequences[%d]", i)
@@ -250,9 +271,13 @@ func Template(o TemplateOptions) (TemplateFiles, error) {
 
 	title := o.Title
 	if title == "" {
-		title = "concurkit_fencing"
-		if o.Table != "" {
+		switch {
+		case o.Table != "":
 			title = "concurkit_" + o.Table
+		case o.ShardTable != "" && o.FenceTable == "" && len(o.Sequences) == 0:
+			title = "concurkit_" + o.ShardTable
+		default:
+			title = "concurkit_fencing"
 		}
 	}
 	title = strings.Trim(titleUnsafe.ReplaceAllString(strings.ToLower(title), "_"), "_")

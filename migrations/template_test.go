@@ -56,7 +56,7 @@ func TestTemplateAppliesToSampleTable(t *testing.T) {
 			files, err := migrations.Template(migrations.TemplateOptions{
 				Dialect: d, Table: "orders", Version: 20260101000000,
 				VersionColumn: migrations.DefaultVersionColumn, FencingColumn: migrations.DefaultFencingColumn,
-				FenceTable: migrations.DefaultFenceTable, Sequences: sequencesFor(d),
+				FenceTable: migrations.DefaultFenceTable, ShardTable: "view_shards", Sequences: sequencesFor(d),
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -71,7 +71,7 @@ func TestTemplateAppliesToSampleTable(t *testing.T) {
 			if !strings.Contains(cols, "version bigint 1") || !strings.Contains(cols, "max_seen_token bigint 0") {
 				t.Fatalf("columns after up: %s", cols)
 			}
-			want := []string{"table schema_migrations", "table " + migrations.DefaultFenceTable}
+			want := []string{"table schema_migrations", "table " + migrations.DefaultFenceTable, "table view_shards"}
 			for _, s := range sequencesFor(d) {
 				want = append(want, "sequence "+s)
 			}
@@ -85,6 +85,18 @@ func TestTemplateAppliesToSampleTable(t *testing.T) {
 				t.Fatalf("guarded update: %q", got)
 			}
 			tg.exec(t, `INSERT INTO concurkit_fences (resource) VALUES ('mailer')`)
+			// The shard table has hotrow.Table's default columns, one row
+			// per (id, shard).
+			tg.exec(t, `INSERT INTO view_shards (id, shard, v) VALUES ('home', 0, 5), ('home', 1, -2)`)
+			if got := tg.query(t, `SELECT CONCAT(COUNT(*), '/', SUM(v)) FROM view_shards WHERE id = 'home'`); len(got) != 1 || got[0] != "2/3" {
+				t.Fatalf("shard rows: %q", got)
+			}
+			exec, done := tg.open(t)
+			err = exec(`INSERT INTO view_shards (id, shard) VALUES ('home', 1)`)
+			done()
+			if err == nil {
+				t.Fatal("a second row for one (id, shard) was accepted")
+			}
 			if d == migrations.Postgres {
 				tg.exec(t, `SELECT nextval('concurkit_fence_token_seq'), nextval('concurkit_lock_token_seq')`)
 			} else {
@@ -184,6 +196,8 @@ func TestTemplateBadOptions(t *testing.T) {
 		"fence table is table":   func(o *migrations.TemplateOptions) { o.FenceTable = "t" },
 		"sequence is fence":      func(o *migrations.TemplateOptions) { o.FenceTable, o.Sequences = "f", []string{"f"} },
 		"bad fence table":        func(o *migrations.TemplateOptions) { o.FenceTable = "a.\x00" },
+		"shard table is fence":   func(o *migrations.TemplateOptions) { o.FenceTable, o.ShardTable = "f", "f" },
+		"bad shard table":        func(o *migrations.TemplateOptions) { o.ShardTable = "a..b" },
 		"table without columns":  func(o *migrations.TemplateOptions) { o.VersionColumn, o.FenceTable = "", "f" },
 		"title without a letter": func(o *migrations.TemplateOptions) { o.Title = "!!!" },
 	} {
@@ -208,6 +222,8 @@ func TestTemplateNamesAndGuards(t *testing.T) {
 			"20260101000000_concurkit_app_orders.up.sql", "SET SESSION lock_wait_timeout = 2;", "SET SESSION lock_wait_timeout = DEFAULT;"},
 		{migrations.TemplateOptions{Dialect: migrations.MySQL, FenceTable: "f", Version: 12, Digits: 1, Title: "Add fences!"},
 			"12_add_fences.up.sql", "SET SESSION lock_wait_timeout = 5;", "SET SESSION lock_wait_timeout = DEFAULT;"},
+		{migrations.TemplateOptions{Dialect: migrations.Postgres, ShardTable: "app.view_shards", Version: 3},
+			"3_concurkit_app_view_shards.up.sql", "SET lock_timeout = '5s';", "RESET lock_timeout;"},
 	} {
 		files, err := migrations.Template(tc.o)
 		if err != nil {
@@ -292,6 +308,7 @@ func FuzzTemplate(f *testing.F) {
 	}
 	f.Add("t", "v", "t", "t", uint8(15), int64(-1))
 	f.Add("t", "v", "f", "s", uint8(8), int64(1))
+	f.Add("t", "v", "app.views", "s", uint8(31), int64(1))
 	f.Add("a.b.c", "v\x00", "s.f", "s.s", uint8(12), int64(1e12))
 	comments := map[string]bool{}
 	for _, d := range dialects {
@@ -310,6 +327,7 @@ func FuzzTemplate(f *testing.F) {
 			`SET lock_timeout = '[1-9][0-9]*m?s';`,
 			`RESET lock_timeout;`,
 			`CREATE TABLE  \(resource text PRIMARY KEY, max_seen_token bigint NOT NULL DEFAULT 0\);`,
+			`CREATE TABLE  \(id text NOT NULL, shard integer NOT NULL, v bigint NOT NULL DEFAULT 0, PRIMARY KEY \(id, shard\)\);`,
 			`CREATE SEQUENCE  AS bigint MINVALUE 1;`,
 			`ALTER TABLE  ADD COLUMN  BIGINT NOT NULL DEFAULT [01](, ADD COLUMN  BIGINT NOT NULL DEFAULT 0)?;`,
 			`ALTER TABLE  DROP COLUMN (, DROP COLUMN )?;`,
@@ -320,6 +338,7 @@ func FuzzTemplate(f *testing.F) {
 			`SET SESSION lock_wait_timeout = [1-9][0-9]*;`,
 			`SET SESSION lock_wait_timeout = DEFAULT;`,
 			`CREATE TABLE  \(resource VARCHAR\(255\) NOT NULL PRIMARY KEY, max_seen_token BIGINT NOT NULL DEFAULT 0\) ENGINE=InnoDB;`,
+			`CREATE TABLE  \(id VARCHAR\(255\) NOT NULL, shard INT NOT NULL, v BIGINT NOT NULL DEFAULT 0, PRIMARY KEY \(id, shard\)\) ENGINE=InnoDB;`,
 			`CREATE SEQUENCE  START WITH 1 MINVALUE 1 INCREMENT BY 1;`,
 			`ALTER TABLE  ADD COLUMN  BIGINT NOT NULL DEFAULT [01](, ADD COLUMN  BIGINT NOT NULL DEFAULT 0)?;`,
 			`ALTER TABLE  DROP COLUMN (, DROP COLUMN )?;`,
@@ -342,6 +361,9 @@ func FuzzTemplate(f *testing.F) {
 			if parts&8 != 0 {
 				o.Sequences = []string{seq, seq + "2"}
 			}
+			if parts&16 != 0 {
+				o.ShardTable = fence + "_shards"
+			}
 			files, err := migrations.Template(o)
 			if err != nil {
 				if !errors.Is(err, concurkit.ErrInvalidArgument) {
@@ -354,6 +376,9 @@ func FuzzTemplate(f *testing.F) {
 				want++
 			}
 			if o.FenceTable != "" {
+				want++
+			}
+			if o.ShardTable != "" {
 				want++
 			}
 			want += len(o.Sequences)

@@ -191,12 +191,13 @@ func (o *optionalName) value() string {
 func templateCommand() *command {
 	return &command{
 		name:    "migrate template",
-		summary: "write up/down migrations adding version/fencing columns, a fence table or token sequences",
-		args:    "--dialect postgres|mysql [--table T --version-column --fencing-column] [--fence-table] [--sequence] [--out DIR]",
+		summary: "write up/down migrations adding version/fencing columns, a fence table, a shard table or token sequences",
+		args:    "--dialect postgres|mysql [--table T --version-column --fencing-column] [--fence-table] [--shard-table T] [--sequence] [--out DIR]",
 		about: `Generates a golang-migrate pair (VERSION_TITLE.up.sql and .down.sql) for your own
 schema, to commit with your own migrations: an optimistic version column
 (BIGINT NOT NULL DEFAULT 1) and/or a fencing column (BIGINT NOT NULL DEFAULT 0)
-added to an existing table in one ALTER TABLE, a fence table, token sequences
+added to an existing table in one ALTER TABLE, a fence table, a shard table for
+a hotrow.Sharded counter, token sequences
 (PostgreSQL; MariaDB 10.3+ — MySQL 8 has no SEQUENCE objects). Each file starts
 with a lock-timeout guard (PostgreSQL SET lock_timeout, MySQL/MariaDB SET
 SESSION lock_wait_timeout): on a busy table the ALTER fails fast instead of
@@ -208,7 +209,8 @@ the highest in --out, zero-padded like it. An existing file is never
 overwritten.`,
 		example: `concurkit migrate template --dialect postgres --table shop.orders --version-column --fencing-column
 concurkit migrate template --dialect mysql --table orders --version-column=rev --numbering sequential --out db/migrations
-concurkit migrate template --dialect postgres --fence-table --sequence --sequence=concurkit_lock_token_seq --out db/migrations`,
+concurkit migrate template --dialect postgres --fence-table --sequence --sequence=concurkit_lock_token_seq --out db/migrations
+concurkit migrate template --dialect mysql --shard-table page_view_shards`,
 		run: runMigrateTemplate,
 	}
 }
@@ -221,6 +223,7 @@ func runMigrateTemplate(_ context.Context, c *command, args []string, stdout, _ 
 	fencingCol := &optionalName{def: migrations.DefaultFencingColumn}
 	fenceTable := &optionalName{def: migrations.DefaultFenceTable}
 	sequences := &optionalName{def: migrations.DefaultFenceSequence, list: true}
+	shardTable := flags.String("shard-table", "", "create a shard table for a hotrow.Sharded counter (columns id, shard, v), optionally schema-qualified")
 	flags.Var(versionCol, "version-column", "add an optimistic-locking version column (bare: \""+migrations.DefaultVersionColumn+"\"; --version-column=NAME)")
 	flags.Var(fencingCol, "fencing-column", "add a fencing-token column (bare: \""+migrations.DefaultFencingColumn+"\"; --fencing-column=NAME)")
 	flags.Var(fenceTable, "fence-table", "create a fence table for fencedpg.Admit / fencedmysql.Admit (bare: \""+migrations.DefaultFenceTable+"\"; --fence-table=NAME)")
@@ -239,8 +242,8 @@ func runMigrateTemplate(_ context.Context, c *command, args []string, stdout, _ 
 		return c.flagErr("dialect", "required (postgres or mysql)")
 	case err != nil:
 		return c.flagErr("dialect", "unknown dialect %q (postgres, or mysql for MariaDB and MySQL)", *dialect)
-	case versionCol.value() == "" && fencingCol.value() == "" && fenceTable.value() == "" && len(sequences.values) == 0:
-		return usagef(c.name, "concurkit migrate template: nothing to generate: give --version-column, --fencing-column, --fence-table or --sequence")
+	case versionCol.value() == "" && fencingCol.value() == "" && fenceTable.value() == "" && *shardTable == "" && len(sequences.values) == 0:
+		return usagef(c.name, "concurkit migrate template: nothing to generate: give --version-column, --fencing-column, --fence-table, --shard-table or --sequence")
 	case (versionCol.value() != "" || fencingCol.value() != "") && *table == "":
 		return c.flagErr("table", "required with --version-column or --fencing-column")
 	case *table != "" && versionCol.value() == "" && fencingCol.value() == "":
@@ -251,7 +254,7 @@ func runMigrateTemplate(_ context.Context, c *command, args []string, stdout, _ 
 	o := migrations.TemplateOptions{
 		Dialect: d, Table: *table,
 		VersionColumn: versionCol.value(), FencingColumn: fencingCol.value(),
-		FenceTable: fenceTable.value(), Sequences: sequences.values,
+		FenceTable: fenceTable.value(), ShardTable: *shardTable, Sequences: sequences.values,
 		LockTimeout: *lockTimeout, Title: *title,
 	}
 	switch {
@@ -317,6 +320,7 @@ var templateFields = strings.NewReplacer(
 	"VersionColumn", "--version-column",
 	"FencingColumn", "--fencing-column",
 	"FenceTable", "--fence-table",
+	"ShardTable", "--shard-table",
 	"Sequences", "--sequence",
 	"LockTimeout", "--lock-timeout",
 	"Table", "--table",

@@ -121,3 +121,43 @@ func ExampleNewLedgerStore() {
 	// {From:1 To:2} <nil>
 	// true
 }
+
+func ExampleNewShardStore() {
+	ctx := context.Background()
+	name := fmt.Sprintf("example_hotrow_shards_%d", rand.Int64())
+	db, done, err := exampleDB(ctx, name)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer done()
+	// The shard table: see migrations.TemplateOptions.ShardTable.
+	if _, err := db.ExecContext(ctx, `CREATE TABLE `+name+`.shards (id VARCHAR(255), shard INT, v BIGINT NOT NULL, PRIMARY KEY (id, shard)) ENGINE=InnoDB`); err != nil {
+		fmt.Println(err)
+		return
+	}
+	store, err := hotrowmysql.NewShardStore[string](db, hotrow.Table{Schema: name, Name: "shards"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	seats, err := hotrow.NewSharded[string](store, &hotrow.ShardedOptions{Shards: 8})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := seats.Create(ctx, "flight-42", 3); err != nil {
+		fmt.Println(err)
+		return
+	}
+	for range 4 {
+		fmt.Println(seats.Take(ctx, "flight-42", 1)) // borrows from other shards as they run dry
+	}
+	fmt.Println(seats.Value(ctx, "flight-42"))
+	// Output:
+	// <nil>
+	// <nil>
+	// <nil>
+	// hotrow: insufficient
+	// 0 <nil>
+}

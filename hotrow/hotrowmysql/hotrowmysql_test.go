@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"maps"
 	"math"
 	"strings"
 	"testing"
@@ -29,16 +30,24 @@ var modes = map[string]string{"default": "", "SIMULTANEOUS_ASSIGNMENT": "CONCAT(
 // rows, its sessions in sql_mode (a DSN parameter value; "" = default).
 func database(t *testing.T, mode string, rows map[int64]int64) *sql.DB {
 	t.Helper()
+	return databaseParams(t, mode, nil, rows)
+}
+
+// databaseParams is database with more session variables (DSN
+// parameters).
+func databaseParams(t *testing.T, mode string, params map[string]string, rows map[int64]int64) *sql.DB {
+	t.Helper()
 	cfg, err := mysql.ParseDSN(testkit.MySQLDSN(t))
 	if err != nil {
 		t.Fatal(err)
 	}
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
 	if mode != "" {
-		if cfg.Params == nil {
-			cfg.Params = map[string]string{}
-		}
 		cfg.Params["sql_mode"] = mode
 	}
+	maps.Copy(cfg.Params, params)
 	db := testkit.MySQLFor(t, cfg.FormatDSN())
 	var got string
 	if err := db.QueryRowContext(t.Context(), "SELECT @@SESSION.sql_mode").Scan(&got); err != nil {

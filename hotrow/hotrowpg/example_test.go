@@ -120,3 +120,46 @@ func ExampleNewLedgerStore() {
 	// {From:1 To:2} <nil>
 	// true
 }
+
+func ExampleNewShardStore() {
+	ctx := context.Background()
+	name := fmt.Sprintf("example_hotrow_shards_%d", rand.Int64())
+	url := os.Getenv("CONCURKIT_POSTGRES_URL")
+	if url == "" {
+		url = "postgres://postgres@127.0.0.1:15432/postgres?sslmode=disable"
+	}
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer pool.Close()
+	// The shard table: see migrations.TemplateOptions.ShardTable.
+	if _, err := pool.Exec(ctx, `CREATE TABLE `+name+` (id text, shard int, v bigint NOT NULL, PRIMARY KEY (id, shard))`); err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer pool.Exec(context.Background(), `DROP TABLE `+name)
+	store, err := hotrowpg.NewShardStore[string](pool, hotrow.Table{Name: name}) // columns id, shard, v
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	views, err := hotrow.NewSharded[string](store, nil) // 16 shards
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := views.Create(ctx, "home", 0); err != nil {
+		fmt.Println(err)
+		return
+	}
+	for range 100 { // concurrent writers would mostly touch different rows
+		if err := views.Add(ctx, "home", 1); err != nil {
+			fmt.Println(err)
+			return
+		}
+	}
+	fmt.Println(views.Value(ctx, "home"))
+	// Output: 100 <nil>
+}
