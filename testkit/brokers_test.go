@@ -3,6 +3,7 @@ package testkit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -97,13 +98,26 @@ func TestStartRabbitMQ(t *testing.T) {
 	p.Kill(t)
 	p.Start(t)
 	conn2 := AMQPConn(t, url)
-	ch2, err := conn2.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	q, err := ch2.QueueDeclarePassive("q", true, false, false, false, nil)
-	if err != nil || q.Messages != 1 {
-		t.Fatalf("queue after restart: %+v, %v", q, err)
+	// A queue whose process is still recovering after an unclean shutdown
+	// answers 404 "down or inaccessible" (which closes the channel) until it
+	// is back; a queue that was lost never comes back, and the test fails
+	// after waitFor's bound.
+	if err := waitFor(t.Context(), func(context.Context) error {
+		ch, err := conn2.Channel()
+		if err != nil {
+			return err
+		}
+		defer ch.Close()
+		q, err := ch.QueueDeclarePassive("q", true, false, false, false, nil)
+		if err != nil {
+			return err
+		}
+		if q.Messages != 1 {
+			return fmt.Errorf("%d messages, want 1", q.Messages)
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("queue after restart: %v", err)
 	}
 }
 

@@ -70,7 +70,7 @@ func (l *Locker) dial(timeout time.Duration) (*session, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &settleConn{Conn: c, s: s}, nil
+		return newSettleConn(c, s), nil
 	}
 	s.mu.Lock() // the event callback may run before Connect returns
 	defer s.mu.Unlock()
@@ -85,27 +85,58 @@ func (l *Locker) dial(timeout time.Duration) (*session, error) {
 }
 
 // settleConn reports the client's set-watches request and the session
-// timeout granted by the server to its session.
+// timeout granted by the server to its session, and holds back the
+// client's receive loop on each connection until the client has sent its
+// set-watches request (or settleDelay passed without one: it had no
+// watches). go-zookeeper v1.0.4 reads Conn.lastZxid in sendSetWatches
+// while the receive loop, started just before, writes it for every
+// response (go-zookeeper/zk#35); a response that arrived first would be a
+// data race. The wait orders the two: the read happens before the request
+// is written, which happens before the receive loop reads a response.
 type settleConn struct {
 	net.Conn
 	s *session
-	// The start of the first response on the connection, the connect
-	// response: length(4) protocolVersion(4) timeOut(4) sessionId(8).
-	// Reads happen on one goroutine at a time (the client's connect, then
-	// its receive loop, started after it).
+	// The start of the connect response, the first on the connection:
+	// length(4) protocolVersion(4) timeOut(4) sessionId(8) .... Reads
+	// happen on one goroutine at a time (the client's connect, then its
+	// receive loop, started after it).
 	hdr [20]byte
-	got int
+	got int // bytes of the connect response read so far
+
+	gate     chan struct{} // closed when the receive loop may read
+	openGate sync.Once
+}
+
+func newSettleConn(c net.Conn, s *session) *settleConn {
+	return &settleConn{Conn: c, s: s, gate: make(chan struct{})}
+}
+
+func (c *settleConn) open() { c.openGate.Do(func() { close(c.gate) }) }
+
+// connected reports whether the connect response has been read whole.
+func (c *settleConn) connected() bool {
+	return c.got >= len(c.hdr) && c.got >= 4+int(binary.BigEndian.Uint32(c.hdr[0:4]))
 }
 
 func (c *settleConn) Read(b []byte) (int, error) {
+	if c.connected() {
+		<-c.gate
+		return c.Conn.Read(b)
+	}
 	n, err := c.Conn.Read(b)
-	if c.got < len(c.hdr) && n > 0 {
-		c.got += copy(c.hdr[c.got:], b[:n])
-		if c.got == len(c.hdr) {
+	if n > 0 {
+		if c.got < len(c.hdr) {
+			copy(c.hdr[c.got:], b[:n])
+		}
+		c.got += n
+		if c.got >= len(c.hdr) && c.got-n < len(c.hdr) {
 			timeout := int32(binary.BigEndian.Uint32(c.hdr[8:12]))
 			if sid := binary.BigEndian.Uint64(c.hdr[12:20]); sid != 0 && timeout > 0 {
 				c.s.negotiated.Store(int64(time.Duration(timeout) * time.Millisecond))
 			}
+		}
+		if c.connected() {
+			time.AfterFunc(settleDelay, c.open)
 		}
 	}
 	return n, err
@@ -124,6 +155,7 @@ func (c *settleConn) Write(b []byte) (int, error) {
 	n, err := c.Conn.Write(b)
 	// A request packet: length(4) xid(4) opcode(4) ...
 	if err == nil && len(b) >= 12 && binary.BigEndian.Uint32(b[8:12]) == opSetWatches {
+		c.open()
 		c.s.settle()
 	}
 	return n, err
