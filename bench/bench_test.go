@@ -42,7 +42,9 @@ func tiny(pgURL, myDSN, redisAddr string, etcd []string, schema string) *bench.C
 }
 
 // TestRunTinyGrid runs a tiny grid on both databases — every strategy on the
-// counter, the other workloads with three strategies, one open-loop cell —
+// counter, the other workloads with cas, for-update and the hot-row
+// strategies (combine skips transfer, transfer-batch runs it alone), one
+// open-loop cell —
 // and checks the files it writes, the correctness verdicts (the lossy
 // strategy FAILED on the contended cell, every other cell PASSED) and that
 // nothing is left behind.
@@ -60,7 +62,7 @@ func TestRunTinyGrid(t *testing.T) {
 	schema2 := schema + "_2"
 	cfg2 := tiny(pgURL, myDSN, redisAddr, etcd, schema2)
 	cfg2.Workloads = []string{bench.Inventory, bench.Transfer, bench.Mixed}
-	cfg2.Strategies = []string{"cas", "for-update"}
+	cfg2.Strategies = []string{"cas", "for-update", "escrow", "combine", "transfer-batch"}
 	cfg2.Rates = []bench.Rate{}
 	cfg2.Stock = 20 // sells out within the cell: "sold out" must be a result
 	var sum2 *bench.Summary
@@ -82,7 +84,9 @@ func TestRunTinyGrid(t *testing.T) {
 	}
 	lossyFailed := map[string]bool{}
 	soldOut, sellsOut := map[string]bool{}, map[string]bool{}
+	ran := map[string]bool{}
 	for _, c := range sum.Cells {
+		ran[c.DB+"/"+c.Strategy+"/"+c.Workload] = true
 		if c.Status != bench.StatusOK {
 			t.Errorf("%s: %s: %s", c.ID, c.Status, c.Reason)
 			continue
@@ -117,6 +121,16 @@ func TestRunTinyGrid(t *testing.T) {
 		}
 	}
 	for _, db := range []string{bench.Postgres, bench.MariaDB} {
+		for _, c := range []string{"combine/counter", "combine/inventory", "escrow/inventory", "escrow/transfer", "transfer-batch/transfer"} {
+			if !ran[db+"/"+c] {
+				t.Errorf("%s: no %s cell", db, c)
+			}
+		}
+		for _, c := range []string{"combine/transfer", "transfer-batch/counter", "transfer-batch/inventory"} {
+			if ran[db+"/"+c] {
+				t.Errorf("%s: a %s cell, which the strategy does not run", db, c)
+			}
+		}
 		if !lossyFailed[db] {
 			t.Errorf("%s: the lossy strategy was not reported FAILED on 1 row × 4 workers", db)
 		}

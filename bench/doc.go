@@ -33,8 +33,14 @@
 // (PostgreSQL), NOWAIT + retry (nowait), SERIALIZABLE + retry
 // (serializable), transaction-level advisory locks (PostgreSQL), a
 // distributed lock per row with a fenced write (redis-fenced, etcd-fenced),
-// and the single statement UPDATE … SET v = v + 1 (single-update) as the
-// reference ceiling. Retries use the library's default retry policy, the
+// the hot-row helpers of package hotrow — one conditional UPDATE per row
+// change (escrow), a Combiner that commits a batch of concurrent changes
+// of a row at once (combine; counter, inventory, mixed) and a Ledger that
+// commits a batch of transfers at once (transfer-batch; transfer) — and
+// the single statement UPDATE … SET v = v + 1 (single-update) as the
+// reference ceiling of one commit per change. The hot-row strategies keep
+// the value column only: inventory's units-sold column is not checked for
+// them. Retries use the library's default retry policy, the
 // budget users get: operations whose budget ran out are counted (GaveUp)
 // and shown, never hidden. The lossy strategy (read, then write the value
 // back without a lock or a version check) is hidden from the default set:
@@ -144,9 +150,8 @@
 // # Grids and time
 //
 // GridQuick (the default): 1 s cells, five closed-loop points per strategy
-// and three open-loop points for cas and for-update — about 95 cells and
-// 2-2.5 minutes on two cores for both databases (measured: 2 min 16 s on a
-// loaded 2-core machine). GridFull: every workload at rows 1, 4, 16, 256
+// and three open-loop points for cas and for-update — about 115 cells and
+// 3 minutes on two cores for both databases. GridFull: every workload at rows 1, 4, 16, 256
 // (16 workers) and workers 1, 4, 16, 32 (one hot row), five Zipfian θ, and
 // seven open-loop points for cas, for-update and single-update, 3 s cells:
 // the CLI prints the cell count and its estimate at the start (about an

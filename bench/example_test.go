@@ -96,6 +96,9 @@ func ExampleStrategies() {
 	// advisory toolkit [postgres] false
 	// redis-fenced toolkit [postgres mariadb] false
 	// etcd-fenced toolkit [postgres mariadb] false
+	// escrow toolkit [postgres mariadb] false
+	// combine toolkit [postgres mariadb] false
+	// transfer-batch toolkit [postgres mariadb] false
 	// single-update reference [postgres mariadb] false
 	// lossy lossy [postgres mariadb] true
 }

@@ -275,6 +275,7 @@ func (r *runner) cell(ctx context.Context, env dbEnv, srv *Server, c Cell) CellR
 	}
 	before, okBefore := env.syncs(ctx)
 	out, t := (&cellRun{s: r.s, cell: c, wl: wl, ch: ch, exec: exec, seed: r.s.Seed, index: r.index}).run(ctx)
+	closeExecutor(ctx, exec)
 	cdb.close(ctx)
 	after, okAfter := env.syncs(ctx)
 	out.Syncs = -1
@@ -293,6 +294,7 @@ func (r *runner) cell(ctx context.Context, env dbEnv, srv *Server, c Cell) CellR
 	if err != nil {
 		out.Check = Check{Status: CheckSkipped, Detail: "could not read the rows back: " + err.Error()}
 	} else {
+		wl.valueOnly = d.ValueOnly
 		out.Check = wl.check(rows, int64(c.Rows), t)
 	}
 	if c.Mode == ModeClosed {
@@ -350,6 +352,9 @@ func (s *Settings) plan() (map[string][]Cell, []string) {
 			openFor := openStrategies(s, strategies)
 			for _, rm := range modes {
 				for _, st := range strategies {
+					if !lookupStrategy(st).runs(wname) {
+						continue
+					}
 					for _, p := range points {
 						closed = append(closed, Cell{
 							DB: db, Workload: wname, ReadMode: rm, Strategy: st,

@@ -1,7 +1,7 @@
 package bench
 
-// This file and strategy_pg.go, strategy_mysql.go and strategy_lock.go are
-// the only files of the package that call concurkit's library packages
+// This file and strategy_pg.go, strategy_mysql.go, strategy_lock.go and
+// strategy_hotrow.go are the only files of the package that call concurkit's library packages
 // (optimistic, pessimistic, fenced, retry, distlock and its backends): the
 // benchmark measures the helpers users ship, never private copies, and
 // keeping every call here lets an API rename be applied in one place.
@@ -49,6 +49,16 @@ type StrategyInfo struct {
 	// Needs names an external server the strategy requires ("redis",
 	// "etcd"), if any.
 	Needs string `json:"needs,omitempty"`
+	// Workloads lists the workloads the strategy runs; empty means all.
+	Workloads []string `json:"workloads,omitempty"`
+	// ValueOnly: the strategy keeps the value column only (the hot-row
+	// strategies); the check does not compare the inventory's units sold.
+	ValueOnly bool `json:"value_only,omitempty"`
+}
+
+// runs reports whether the strategy runs the workload.
+func (s StrategyInfo) runs(workload string) bool {
+	return len(s.Workloads) == 0 || slices.Contains(s.Workloads, workload)
 }
 
 // strategyDef is a StrategyInfo with its implementations.
@@ -66,6 +76,7 @@ func Strategies() []StrategyInfo {
 		out[i] = d.StrategyInfo
 		out[i].DBs = slices.Clone(d.DBs)
 		out[i].Calls = slices.Clone(d.Calls)
+		out[i].Workloads = slices.Clone(d.Workloads)
 	}
 	return out
 }
@@ -115,6 +126,26 @@ var strategyDefs = []*strategyDef{
 		Description: "distributed lock per row on etcd (token: the lock key's revision), then a read and a fenced write",
 		Calls:       []string{"distlock/etcdlock.New", "fencedpg.Update", "fencedmysql.Update", "retry.Do"},
 	}, pg: pgFencedLock("etcd"), my: myFencedLock("etcd")},
+	{StrategyInfo: StrategyInfo{
+		Name: "escrow", Kind: KindToolkit, DBs: []string{Postgres, MariaDB}, ValueOnly: true,
+		Description: "one conditional UPDATE … SET v = v + d WHERE id = k AND v + d >= floor per row change " +
+			"(no read, no version; a transfer's two in one retried transaction)",
+		Calls: []string{"hotrowpg.Add", "hotrowmysql.Add", "pessimisticpg.InTx", "pessimisticmysql.InTx"},
+	}, pg: pgEscrow, my: myEscrow},
+	{StrategyInfo: StrategyInfo{
+		Name: "combine", Kind: KindToolkit, DBs: []string{Postgres, MariaDB}, ValueOnly: true,
+		Workloads: []string{Counter, Inventory, Mixed},
+		Description: "a hotrow.Combiner shared by the workers coalesces concurrent changes of a row: " +
+			"one statement and one commit per batch, the floor checked per change in arrival order",
+		Calls: []string{"hotrow.NewCombiner", "hotrow.Combiner.Add", "hotrowpg.NewStore", "hotrowmysql.NewStore"},
+	}, pg: pgCombine, my: myCombine},
+	{StrategyInfo: StrategyInfo{
+		Name: "transfer-batch", Kind: KindToolkit, DBs: []string{Postgres, MariaDB}, ValueOnly: true,
+		Workloads: []string{Transfer},
+		Description: "a hotrow.Ledger shared by the workers: one transaction per batch of transfers locks the " +
+			"accounts in key order and applies each transfer with its own overdraft check",
+		Calls: []string{"hotrow.NewLedger", "hotrow.Ledger.Transfer", "hotrowpg.NewLedgerStore", "hotrowmysql.NewLedgerStore"},
+	}, pg: pgTransferBatch, my: myTransferBatch},
 	{StrategyInfo: StrategyInfo{
 		Name: "single-update", Kind: KindReference, DBs: []string{Postgres, MariaDB},
 		Description: "one UPDATE … SET n = n + 1 statement (multi-row: one per row in a retried transaction): " +

@@ -1,0 +1,184 @@
+package bench
+
+// The hot-row strategies measure package hotrow: escrow (one conditional
+// UPDATE per row change), combine (a hotrow.Combiner per cell: one
+// statement and one commit per batch of concurrent changes) and
+// transfer-batch (a hotrow.Ledger per cell: one transaction per batch of
+// transfers). They update the value column v only: the inventory
+// workload's units-sold column w is not kept, and the correctness check
+// does not compare it (StrategyInfo.ValueOnly).
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/concurkit/concurkit/hotrow"
+	"github.com/concurkit/concurkit/hotrow/hotrowmysql"
+	"github.com/concurkit/concurkit/hotrow/hotrowpg"
+	"github.com/concurkit/concurkit/pessimistic"
+	"github.com/concurkit/concurkit/pessimistic/pessimisticmysql"
+	"github.com/concurkit/concurkit/pessimistic/pessimisticpg"
+)
+
+// hotrowTable is the hotrow.Table of a workload table (key id, value v).
+func hotrowTable(table string) hotrow.Table { return hotrow.Table{Name: table} }
+
+// hotrowFloor is the floor of a workload table's values: stock and
+// balances never go below zero, counters have none.
+func hotrowFloor(table string) *int64 {
+	if table == tableCounters {
+		return nil
+	}
+	return hotrow.AtLeast(0)
+}
+
+// hotrowResult maps hotrow's refusal to the workload's.
+func hotrowResult(err error) (result, error) {
+	if errors.Is(err, hotrow.ErrInsufficient) {
+		return resRejected, nil
+	}
+	return rejected(err)
+}
+
+// closingExecutor is an executor holding a Combiner or Ledger, closed
+// when its cell ends.
+type closingExecutor struct {
+	executor
+	close func(ctx context.Context) error
+}
+
+// closeExecutor closes what a cell's executor holds, if anything.
+func closeExecutor(ctx context.Context, e executor) {
+	if c, ok := e.(closingExecutor); ok {
+		_ = c.close(ctx)
+	}
+}
+
+// escrow applies each change with one conditional UPDATE (hotrowpg.Add);
+// the two changes of a transfer run in one transaction.
+func pgEscrow(t *pgTarget) (executor, error) {
+	tbl := hotrowTable(t.table)
+	add := func(ctx context.Context, db hotrowpg.DBTX, c change) error {
+		var floor *int64
+		if c.floor {
+			floor = hotrow.AtLeast(0)
+		}
+		_, err := hotrowpg.Add(ctx, db, tbl, c.key, c.dv, floor)
+		return err
+	}
+	return pgStrategy(t, func(rec *recorder) opFunc {
+		opts := &pessimistic.Options{Retry: observedPolicy(rec)}
+		return func(ctx context.Context, o *op) (result, error) {
+			if len(o.changes) == 1 {
+				return hotrowResult(add(ctx, t.pool, o.changes[0]))
+			}
+			return hotrowResult(pessimisticpg.InTx(ctx, t.pool, opts, func(ctx context.Context, tx pgx.Tx) error {
+				for _, c := range o.changes {
+					if err := add(ctx, tx, c); err != nil {
+						return err
+					}
+				}
+				return nil
+			}))
+		}
+	}), nil
+}
+
+func myEscrow(t *myTarget) (executor, error) {
+	tbl := hotrowTable(t.table)
+	add := func(ctx context.Context, db hotrowmysql.DBTX, c change) error {
+		var floor *int64
+		if c.floor {
+			floor = hotrow.AtLeast(0)
+		}
+		_, err := hotrowmysql.Add(ctx, db, tbl, c.key, c.dv, floor)
+		return err
+	}
+	return myStrategy(t, func(rec *recorder) opFunc {
+		opts := &pessimistic.Options{Retry: observedPolicy(rec)}
+		return func(ctx context.Context, o *op) (result, error) {
+			if len(o.changes) == 1 {
+				return hotrowResult(add(ctx, t.db, o.changes[0]))
+			}
+			return hotrowResult(pessimisticmysql.InTx(ctx, t.db, opts, func(ctx context.Context, tx *sql.Tx) error {
+				for _, c := range o.changes {
+					if err := add(ctx, tx, c); err != nil {
+						return err
+					}
+				}
+				return nil
+			}))
+		}
+	}), nil
+}
+
+// combined runs every single-row change through one Combiner shared by
+// the cell's workers.
+func combined(store hotrow.Store[int64], table string, wrap func(func(*recorder) opFunc) executor) (executor, error) {
+	c, err := hotrow.NewCombiner(store, &hotrow.Options{Floor: hotrowFloor(table)})
+	if err != nil {
+		return nil, err
+	}
+	return closingExecutor{executor: wrap(func(*recorder) opFunc {
+		return func(ctx context.Context, o *op) (result, error) {
+			if len(o.changes) != 1 {
+				return resDone, errors.New("bench: combine applies one row change per operation")
+			}
+			_, err := c.Add(ctx, o.changes[0].key, o.changes[0].dv)
+			return hotrowResult(err)
+		}
+	}), close: c.Close}, nil
+}
+
+func pgCombine(t *pgTarget) (executor, error) {
+	st, err := hotrowpg.NewStore[int64](t.pool, hotrowTable(t.table))
+	if err != nil {
+		return nil, err
+	}
+	return combined(st, t.table, func(w func(*recorder) opFunc) executor { return pgStrategy(t, w) })
+}
+
+func myCombine(t *myTarget) (executor, error) {
+	st, err := hotrowmysql.NewStore[int64](t.db, hotrowTable(t.table))
+	if err != nil {
+		return nil, err
+	}
+	return combined(st, t.table, func(w func(*recorder) opFunc) executor { return myStrategy(t, w) })
+}
+
+// ledger runs every transfer through one Ledger shared by the cell's
+// workers.
+func ledger(store hotrow.LedgerStore[int64], wrap func(func(*recorder) opFunc) executor) (executor, error) {
+	l, err := hotrow.NewLedger(store, nil)
+	if err != nil {
+		return nil, err
+	}
+	return closingExecutor{executor: wrap(func(*recorder) opFunc {
+		return func(ctx context.Context, o *op) (result, error) {
+			if len(o.changes) != 2 || o.changes[0].dv >= 0 || o.changes[0].dv != -o.changes[1].dv {
+				return resDone, errors.New("bench: transfer-batch applies transfers")
+			}
+			_, err := l.Transfer(ctx, hotrow.Transfer[int64]{From: o.changes[0].key, To: o.changes[1].key, Amount: o.changes[1].dv})
+			return hotrowResult(err)
+		}
+	}), close: l.Close}, nil
+}
+
+func pgTransferBatch(t *pgTarget) (executor, error) {
+	st, err := hotrowpg.NewLedgerStore[int64](t.pool, hotrowTable(t.table))
+	if err != nil {
+		return nil, err
+	}
+	return ledger(st, func(w func(*recorder) opFunc) executor { return pgStrategy(t, w) })
+}
+
+func myTransferBatch(t *myTarget) (executor, error) {
+	st, err := hotrowmysql.NewLedgerStore[int64](t.db, hotrowTable(t.table))
+	if err != nil {
+		return nil, err
+	}
+	return ledger(st, func(w func(*recorder) opFunc) executor { return myStrategy(t, w) })
+}
