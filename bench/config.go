@@ -190,7 +190,8 @@ type Config struct {
 	// Duration is the measured time of each cell, after Warmup. Zero means
 	// the preset's (quick 1 s, full 5 s, fast 300 ms).
 	Duration time.Duration
-	// Warmup runs before each cell's measurement; its operations count for
+	// Warmup runs before each cell's measurement, after each closed-loop
+	// worker has completed its first operation; its operations count for
 	// the correctness check, not for the metrics. Zero means the preset's;
 	// negative means none.
 	Warmup time.Duration

@@ -137,18 +137,21 @@ func (r *cellRun) run(ctx context.Context) (*CellResult, tallies) {
 	res := &CellResult{Cell: cell, ID: id, Status: StatusOK}
 	h := newHists(id)
 
-	t0 := time.Now()
-	ws := t0.Add(s.Warmup)
-	we := ws.Add(s.Duration)
-	// Open loop: operations still queued this long after the window are
-	// given up as missed rather than drained.
-	drainEnd := we.Add(s.Duration / 2)
-	h.start(ws)
-
-	var queue chan time.Time
-	if cell.Mode == ModeOpen {
-		queue = r.dispatch(ctx, t0, we, cell.Rate)
+	// Closed loop: each worker first completes one operation (connections
+	// opened, lock clients dialled, statements prepared), and the warmup
+	// and window start when the last one has: on a loaded machine a first
+	// operation can outlast a short window, which would then measure
+	// nothing. Its outcome counts for the correctness check only.
+	var (
+		t0, ws, we, drainEnd time.Time
+		begin                = make(chan struct{})
+		firstDone            sync.WaitGroup
+	)
+	closed := cell.Mode != ModeOpen
+	if closed {
+		firstDone.Add(cell.Workers)
 	}
+	var queue chan time.Time
 	var issued atomic.Int64
 	totals := make([]*workerTotals, cell.Workers)
 	var wg sync.WaitGroup
@@ -160,6 +163,11 @@ func (r *cellRun) run(ctx context.Context) (*CellResult, tallies) {
 			rec := &recorder{}
 			fn := r.exec.worker(rec)
 			var o op
+			if closed {
+				r.first(ctx, fn, rng, &o, wt)
+				firstDone.Done()
+			}
+			<-begin
 			for {
 				var intended time.Time
 				if queue != nil {
@@ -246,6 +254,19 @@ func (r *cellRun) run(ctx context.Context) (*CellResult, tallies) {
 		})
 	}
 
+	firstDone.Wait()
+	t0 = time.Now()
+	ws = t0.Add(s.Warmup)
+	we = ws.Add(s.Duration)
+	// Open loop: operations still queued this long after the window are
+	// given up as missed rather than drained.
+	drainEnd = we.Add(s.Duration / 2)
+	h.start(ws)
+	if !closed {
+		queue = r.dispatch(ctx, t0, we, cell.Rate)
+	}
+	close(begin)
+
 	// Interval log: one interval per s.Interval of the window; the last
 	// one also takes the tail (operations that ended after the window).
 	done := make(chan struct{})
@@ -330,6 +351,27 @@ loop:
 	res.Service = summarize(h.svcTotal)
 	res.hlog = h.buf.Bytes()
 	return res, all
+}
+
+// first runs a closed-loop worker's first operation, before the warmup:
+// only the correctness check's tallies see it.
+func (r *cellRun) first(ctx context.Context, fn opFunc, rng *rand.Rand, o *op, wt *workerTotals) {
+	if ctx.Err() != nil {
+		return
+	}
+	r.wl.next(rng, r.ch, o)
+	octx, cancel := context.WithTimeout(ctx, r.s.OpTimeout)
+	out, err := fn(octx, o)
+	cancel()
+	switch {
+	case err == nil:
+		wt.totalOK++
+		if out == resDone {
+			wt.tallies.ack(o)
+		}
+	case final(err) == finalUnknown:
+		wt.tallies.unknown(o)
+	}
 }
 
 // dispatch sends the intended start times of an open-loop cell at rate
