@@ -3,7 +3,7 @@
 #   make services   start every test server (scripts/services.sh up, fast profile)
 #   make test       services, go vet, gofmt, go test -race, short fuzz runs
 #   make bench      servers with durable settings, then the contention benchmark
-#                   (default grid, ~2 min; results in bench-results/<timestamp>/)
+#                   (default grid, ~4 min; results in bench-results/<timestamp>/)
 #   make bench-full the full grid (about an hour; what bench/results/ holds)
 #   make bench-peers concurkit's locks and helpers vs the libraries people use
 #                   (interleaved, benchstat confidence intervals; ~4 min)

@@ -43,7 +43,8 @@ func tiny(pgURL, myDSN, redisAddr string, etcd []string, schema string) *bench.C
 
 // TestRunTinyGrid runs a tiny grid on both databases — every strategy on the
 // counter, the other workloads with cas, for-update and the hot-row
-// strategies (combine skips transfer, transfer-batch runs it alone), one
+// strategies (combine skips transfer, transfer-batch runs it alone, sharded
+// takes counter and inventory), one
 // open-loop cell —
 // and checks the files it writes, the correctness verdicts (the lossy
 // strategy FAILED on the contended cell, every other cell PASSED) and that
@@ -62,7 +63,7 @@ func TestRunTinyGrid(t *testing.T) {
 	schema2 := schema + "_2"
 	cfg2 := tiny(pgURL, myDSN, redisAddr, etcd, schema2)
 	cfg2.Workloads = []string{bench.Inventory, bench.Transfer, bench.Mixed}
-	cfg2.Strategies = []string{"cas", "for-update", "escrow", "combine", "transfer-batch"}
+	cfg2.Strategies = []string{"cas", "for-update", "escrow", "combine", "transfer-batch", "sharded"}
 	cfg2.Rates = []bench.Rate{}
 	cfg2.Stock = 20 // sells out within the cell: "sold out" must be a result
 	var sum2 *bench.Summary
@@ -121,12 +122,12 @@ func TestRunTinyGrid(t *testing.T) {
 		}
 	}
 	for _, db := range []string{bench.Postgres, bench.MariaDB} {
-		for _, c := range []string{"combine/counter", "combine/inventory", "escrow/inventory", "escrow/transfer", "transfer-batch/transfer"} {
+		for _, c := range []string{"combine/counter", "combine/inventory", "escrow/inventory", "escrow/transfer", "transfer-batch/transfer", "sharded/counter", "sharded/inventory"} {
 			if !ran[db+"/"+c] {
 				t.Errorf("%s: no %s cell", db, c)
 			}
 		}
-		for _, c := range []string{"combine/transfer", "transfer-batch/counter", "transfer-batch/inventory"} {
+		for _, c := range []string{"combine/transfer", "transfer-batch/counter", "transfer-batch/inventory", "sharded/transfer", "sharded/mixed"} {
 			if ran[db+"/"+c] {
 				t.Errorf("%s: a %s cell, which the strategy does not run", db, c)
 			}

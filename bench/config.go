@@ -41,7 +41,7 @@ const (
 	// GridQuick is the default: each selected workload and strategy at 1, 16
 	// and 256 hot rows with 8 workers, at 1 and 4 workers on the hot row,
 	// and an open-loop run at 0.5, 0.9 and 1.2 times the measured maximum
-	// for two strategies; 1 s per cell. Under 3 minutes on two cores for the
+	// for two strategies; 1 s per cell. About 4 minutes on two cores for the
 	// default workload.
 	GridQuick = "quick"
 	// GridFull runs every workload at rows 1, 4, 16, 256 with 16 workers

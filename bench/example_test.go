@@ -99,6 +99,7 @@ func ExampleStrategies() {
 	// escrow toolkit [postgres mariadb] false
 	// combine toolkit [postgres mariadb] false
 	// transfer-batch toolkit [postgres mariadb] false
+	// sharded toolkit [postgres mariadb] false
 	// single-update reference [postgres mariadb] false
 	// lossy lossy [postgres mariadb] true
 }

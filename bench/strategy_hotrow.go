@@ -4,7 +4,9 @@ package bench
 // UPDATE per row change), combine (a hotrow.Combiner per cell: one
 // statement and one commit per batch of concurrent changes) and
 // transfer-batch (a hotrow.Ledger per cell: one transaction per batch of
-// transfers). They update the value column v only: the inventory
+// transfers) and sharded (a hotrow.Sharded counter: each row split over
+// shard rows that the cell creates and folds back into the row when it
+// ends). They update the value column v only: the inventory
 // workload's units-sold column w is not kept, and the correctness check
 // does not compare it (StrategyInfo.ValueOnly).
 
@@ -12,6 +14,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -181,4 +185,104 @@ func myTransferBatch(t *myTarget) (executor, error) {
 		return nil, err
 	}
 	return ledger(st, func(w func(*recorder) opFunc) executor { return myStrategy(t, w) })
+}
+
+// shardTable is the shard table a sharded cell creates beside its workload
+// table.
+func shardTable(table string) string { return table + "_shards" }
+
+// shardSeed returns the statement that splits every row of table over
+// hotrow.DefaultShards shard rows (shard 0 takes the remainder, exact for
+// any sign), with seq the shard numbers as a relation with column g.
+func shardSeed(table, shards, seq string) string {
+	return "INSERT INTO " + shards + " (id, shard, v) SELECT t.id, s.g, t.v / " + itoa(hotrow.DefaultShards) +
+		" + CASE WHEN s.g = 0 THEN t.v - (t.v / " + itoa(hotrow.DefaultShards) + ") * " + itoa(hotrow.DefaultShards) +
+		" ELSE 0 END FROM " + table + " t CROSS JOIN " + seq + " s"
+}
+
+// shardFold is the statement that writes each key's shard sum back into
+// its workload row (the check reads the workload table).
+func shardFold(table, shards string) string {
+	return "UPDATE " + table + " SET v = (SELECT COALESCE(SUM(s.v), 0) FROM " + shards + " s WHERE s.id = " + table + ".id)"
+}
+
+// shardedExec runs every single-row change through one hotrow.Sharded
+// counter: a stock decrement is Take, anything else Add. fold writes the
+// shard sums back into the workload table when the cell ends (after its
+// measured window) and drops the shard table.
+func shardedExec(store hotrow.ShardStore[int64], fold func(ctx context.Context) error, wrap func(func(*recorder) opFunc) executor) (executor, error) {
+	s, err := hotrow.NewSharded(store, nil)
+	if err != nil {
+		return nil, err
+	}
+	return closingExecutor{executor: wrap(func(*recorder) opFunc {
+		return func(ctx context.Context, o *op) (result, error) {
+			if len(o.changes) != 1 {
+				return resDone, errors.New("bench: sharded applies one row change per operation")
+			}
+			c := o.changes[0]
+			if c.floor && c.dv < 0 {
+				return hotrowResult(s.Take(ctx, c.key, -c.dv))
+			}
+			return hotrowResult(s.Add(ctx, c.key, c.dv))
+		}
+	}), close: func(ctx context.Context) error { return fold(context.WithoutCancel(ctx)) }}, nil
+}
+
+func pgSharded(t *pgTarget) (executor, error) {
+	ctx := context.Background()
+	table, shards := pgx.Identifier{t.table}.Sanitize(), pgx.Identifier{shardTable(t.table)}.Sanitize()
+	for _, q := range []string{
+		"DROP TABLE IF EXISTS " + shards,
+		"CREATE TABLE " + shards + " (id bigint NOT NULL, shard integer NOT NULL, v bigint NOT NULL, PRIMARY KEY (id, shard))",
+		shardSeed(table, shards, "(SELECT generate_series(0, "+itoa(hotrow.DefaultShards-1)+") AS g)"),
+	} {
+		if _, err := t.pool.Exec(ctx, q); err != nil {
+			return nil, fmt.Errorf("bench: sharded: %w", err)
+		}
+	}
+	st, err := hotrowpg.NewShardStore[int64](t.pool, hotrowTable(shardTable(t.table)))
+	if err != nil {
+		return nil, err
+	}
+	fold := func(ctx context.Context) error {
+		_, err := t.pool.Exec(ctx, shardFold(table, shards))
+		if err == nil {
+			_, err = t.pool.Exec(ctx, "DROP TABLE "+shards)
+		}
+		return err
+	}
+	return shardedExec(st, fold, func(w func(*recorder) opFunc) executor { return pgStrategy(t, w) })
+}
+
+func mySharded(t *myTarget) (executor, error) {
+	ctx := context.Background()
+	table, shards := "`"+t.table+"`", "`"+shardTable(t.table)+"`"
+	seq := "(SELECT 0 AS g"
+	for i := 1; i < hotrow.DefaultShards; i++ {
+		seq += " UNION ALL SELECT " + itoa(int64(i))
+	}
+	seq += ")"
+	for _, q := range []string{
+		"DROP TABLE IF EXISTS " + shards,
+		"CREATE TABLE " + shards + " (id BIGINT NOT NULL, shard INT NOT NULL, v BIGINT NOT NULL, PRIMARY KEY (id, shard)) ENGINE=InnoDB",
+		// DIV, not /: MySQL's / is decimal division.
+		strings.ReplaceAll(shardSeed(table, shards, seq), " / ", " DIV "),
+	} {
+		if _, err := t.db.ExecContext(ctx, q); err != nil {
+			return nil, fmt.Errorf("bench: sharded: %w", err)
+		}
+	}
+	st, err := hotrowmysql.NewShardStore[int64](t.db, hotrowTable(shardTable(t.table)))
+	if err != nil {
+		return nil, err
+	}
+	fold := func(ctx context.Context) error {
+		_, err := t.db.ExecContext(ctx, shardFold(table, shards))
+		if err == nil {
+			_, err = t.db.ExecContext(ctx, "DROP TABLE "+shards)
+		}
+		return err
+	}
+	return shardedExec(st, fold, func(w func(*recorder) opFunc) executor { return myStrategy(t, w) })
 }

@@ -97,6 +97,24 @@ func verdicts(sum *Summary) []Verdict {
 	return out
 }
 
+// reshapes reports whether a strategy changes the shape of the work
+// (StrategyInfo.Reshapes).
+func reshapes(strategy string) bool {
+	d := lookupStrategy(strategy)
+	return d != nil && d.Reshapes
+}
+
+// interactive returns the fastest strategy of p that runs one transaction
+// per change, and false when p has none.
+func interactive(p *VerdictPoint) (Ranked, bool) {
+	for _, r := range p.Ranking {
+		if !reshapes(r.Strategy) {
+			return r, true
+		}
+	}
+	return Ranked{}, false
+}
+
 func kindOf(strategy string) string {
 	if d := lookupStrategy(strategy); d != nil {
 		return d.Kind
@@ -215,30 +233,37 @@ func verdict(sum *Summary, db, wl string, cells []CellResult) Verdict {
 		if line := crossover(uni, "cas", "for-update"); line != "" {
 			add("%s", line)
 		}
+		if best, ok := interactive(hot); ok && reshapes(hot.Ranking[0].Strategy) && best.Throughput > 0 {
+			add("%s changes the shape of the work (many changes per commit, or a row spread over shards): %s the best interactive strategy (%s, %s) at the hottest point.",
+				hot.Ranking[0].Strategy, ratio(hot.Ranking[0].Throughput, best.Throughput), best.Strategy, ops(best.Throughput))
+		}
 		if srv := sum.server(db); srv != nil && srv.Ceiling > 0 {
 			for _, p := range uni {
-				if p.Rows == 1 {
+				best, ok := interactive(p)
+				if p.Rows == 1 && ok {
 					why := "PostgreSQL holds the row lock until the commit record is flushed, so hot-row commits cannot overlap their flushes"
 					if db == MariaDB {
 						why = "InnoDB releases row locks before the log flush and groups commits, so a hot row can pass this ceiling"
 					}
-					add("On the hot row (%s) the best strategy reaches %.0f%% of the durable ceiling (%s, %s): %s.",
-						plural(p.Workers, "worker"), 100*p.Ranking[0].Throughput/srv.Ceiling, ops(srv.Ceiling), srv.CeilingSource, why)
+					add("On the hot row (%s) the best interactive strategy reaches %.0f%% of the durable ceiling (%s, %s): %s.",
+						plural(p.Workers, "worker"), 100*best.Throughput/srv.Ceiling, ops(srv.Ceiling), srv.CeilingSource, why)
 					break
 				}
 			}
 		}
 		pk := pkey{DistUniform, hot.Rows, hot.Workers, 0}
-		if r, ok := ref[pk]; ok && hot.Ranking[0].Throughput > 0 {
-			if r.Throughput >= hot.Ranking[0].Throughput*(1-tie) {
-				add("A single UPDATE statement (single-update, the reference) does %s the best read-modify-write at the hottest point (%s): when the change fits one statement, no strategy is needed.",
-					ratio(r.Throughput, hot.Ranking[0].Throughput), ops(r.Throughput))
-			} else if n := deadlocksOf("single-update", cells); n > 0 {
-				add("single-update (%s) is no ceiling here: its statements run in the workload's order and deadlock (%d deadlocks in this workload), while the best strategy (%s) locks in key order.",
-					ops(r.Throughput), n, ops(hot.Ranking[0].Throughput))
-			} else {
-				add("In this run the single UPDATE (single-update, %s) was slower than the best read-modify-write (%s) at the hottest point, which it should bound from above: the run was noisy; compare on a quiet machine.",
-					ops(r.Throughput), ops(hot.Ranking[0].Throughput))
+		if r, ok := ref[pk]; ok {
+			if best, ok := interactive(hot); ok && best.Throughput > 0 {
+				if r.Throughput >= best.Throughput*(1-tie) {
+					add("A single UPDATE statement (single-update, the reference) does %s the best read-modify-write at the hottest point (%s): when the change fits one statement, no strategy is needed.",
+						ratio(r.Throughput, best.Throughput), ops(r.Throughput))
+				} else if n := deadlocksOf("single-update", cells); n > 0 {
+					add("single-update (%s) is no ceiling here: its statements run in the workload's order and deadlock (%d deadlocks in this workload), while the best strategy (%s) locks in key order.",
+						ops(r.Throughput), n, ops(best.Throughput))
+				} else {
+					add("In this run the single UPDATE (single-update, %s) was slower than the best read-modify-write (%s, %s) at the hottest point, which it should bound from above: the run was noisy; compare on a quiet machine.",
+						ops(r.Throughput), best.Strategy, ops(best.Throughput))
+				}
 			}
 		}
 	}

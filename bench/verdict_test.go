@@ -85,3 +85,25 @@ func TestCompareFlagsRegressions(t *testing.T) {
 		}
 	}
 }
+
+// TestVerdictSeparatesReshapingStrategies: a combine cell that beats the
+// single UPDATE is not "noise", and the ceiling and reference lines speak
+// of the best interactive strategy.
+func TestVerdictSeparatesReshapingStrategies(t *testing.T) {
+	s := syntheticSummary()
+	s.Cells = append(s.Cells, closedCell(Postgres, "combine", 1, 8, 30000))
+	text := strings.Join(verdicts(s)[0].Lines, "\n")
+	for _, want := range []string{
+		"use combine (30000 ops/s), for-update 30.0× slower",
+		"combine changes the shape of the work (many changes per commit, or a row spread over shards): 30.0× the best interactive strategy (for-update, 1000 ops/s)",
+		"the best interactive strategy reaches 50% of the durable ceiling",
+		"single-update, the reference) does 1.5× the best",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("verdict lacks %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "noisy") {
+		t.Errorf("verdict calls a batching strategy's lead noise:\n%s", text)
+	}
+}

@@ -35,7 +35,7 @@ The benchmark works in its own schema (PostgreSQL) and database (MariaDB),
 results.md, results.csv, summary.json, hlog/ (HdrHistogram interval logs)
 and plots/ (PNG); the table and the verdicts are printed on stdout.
 
-The default (--grid quick) takes about two minutes on two cores; --grid
+The default (--grid quick) takes about four minutes on two cores; --grid
 full about an hour; --fast is a smoke run of seconds. The exit status is
 non-zero when a correctness check FAILED (the hidden lossy strategy
 excepted) or, with --fail-on-regression, when --baseline finds a regression.`,
@@ -65,7 +65,7 @@ func runBench(ctx context.Context, cmd *command, args []string, stdout, stderr i
 	fs.StringVar(&f.etcd, "etcd-endpoints", "", "etcd endpoints for etcd-fenced, comma-separated (default $CONCURKIT_ETCD_ENDPOINT, else "+bench.DefaultEtcdEndpoint+")")
 	fs.StringVar(&c.Schema, "schema", bench.DefaultSchema, "schema (PostgreSQL) and database (MariaDB) the benchmark creates and drops")
 	fs.BoolVar(&c.Keep, "keep", false, "keep the schema and its tables after the run")
-	fs.StringVar(&c.Grid, "grid", bench.GridQuick, "grid preset: quick (about 2 min), full (about 1 h) or fast (seconds)")
+	fs.StringVar(&c.Grid, "grid", bench.GridQuick, "grid preset: quick (about 4 min), full (about 1 h) or fast (seconds)")
 	fs.BoolVar(&f.fast, "fast", false, "smoke run: same as --grid fast (numbers not meaningful)")
 	fs.StringVar(&f.workloads, "workload", "", "workloads, comma-separated: counter, inventory, transfer, mixed (default: the grid's)")
 	fs.StringVar(&f.strategies, "strategies", "", "strategies, comma-separated (default: every visible one; --list shows them)")
