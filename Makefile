@@ -43,7 +43,7 @@ FUZZ         ?= internal/ident:FuzzPostgres internal/ident:FuzzMySQL \
                 deadlock:FuzzLockManager deadlock:FuzzSimulate \
                 ratelimit/internal/spec:FuzzModel idempotency:FuzzParseKey \
                 idempotency:FuzzRequestFingerprint idempotency/internal/wire:FuzzHeader \
-                hotrow:FuzzFits
+                hotrow:FuzzFits bench:FuzzParseSLO
 
 # Load the servers' endpoints (CONCURKIT_*) into the recipe's shell.
 WITH_ENV := eval "$$($(SERVICES) env)";

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -57,6 +58,7 @@ func TestRunTinyGrid(t *testing.T) {
 	cfg.Strategies = allStrategies()
 	cfg.Rates = []bench.Rate{{OfMax: 0.5}, {OfMax: 1}} // two points: a latency-vs-load plot
 	cfg.OpenStrategies = []string{"for-update"}
+	cfg.SLO = &bench.SLO{Percentile: 99, Latency: 10 * time.Second}
 	var progress []bench.Progress
 	cfg.Progress = func(p bench.Progress) { progress = append(progress, p) }
 	// The other workloads run at the same time, in a schema of their own.
@@ -117,6 +119,16 @@ func TestRunTinyGrid(t *testing.T) {
 				}
 			}
 		}
+		// Fairness and the SLO columns: every cell with operations has
+		// attempts per operation; only the first run has an SLO.
+		if c.Latency.Count > 0 && (c.AttemptsP99 < 1 || c.AttemptsMax < c.AttemptsP99) {
+			t.Errorf("%s: attempts p99 %d, max %d", c.ID, c.AttemptsP99, c.AttemptsMax)
+		}
+		if hasSLO := c.Workload == bench.Counter; hasSLO != (c.SLOLatency != nil && c.AboveSLO != nil) {
+			t.Errorf("%s: SLO latency %v, above %v; the run has an SLO: %v", c.ID, c.SLOLatency, c.AboveSLO, hasSLO)
+		} else if hasSLO && (*c.AboveSLO < 0 || *c.AboveSLO > 1 || c.Latency.Count > 0 && *c.SLOLatency < c.Latency.P50) {
+			t.Errorf("%s: SLO latency %v ms (p50 %v), above %v", c.ID, *c.SLOLatency, c.Latency.P50, *c.AboveSLO)
+		}
 		if c.Mode == bench.ModeOpen && c.Rate <= 0 {
 			t.Errorf("%s: open-loop rate %v not resolved", c.ID, c.Rate)
 		}
@@ -157,6 +169,11 @@ func TestRunTinyGrid(t *testing.T) {
 	}
 	if len(sum.Verdicts) == 0 {
 		t.Error("no verdicts")
+	}
+	for _, v := range sum.Verdicts {
+		if v.Workload == bench.Counter && !slices.ContainsFunc(v.Lines, func(l string) bool { return strings.HasPrefix(l, "SLO p99=10s at ") }) {
+			t.Errorf("%s/%s verdict has no SLO line:\n%s", v.DB, v.Workload, strings.Join(v.Lines, "\n"))
+		}
 	}
 
 	dir := t.TempDir()

@@ -136,6 +136,58 @@ func ParseRates(s string) ([]Rate, error) {
 	return out, nil
 }
 
+// SLO is a latency target: at most Latency at the Percentile of the
+// latency from the intended start (open loop: queueing included).
+type SLO struct {
+	// Percentile is in (0, 100): 99 is p99, 99.9 is p99.9.
+	Percentile float64 `json:"percentile"`
+	// Latency is the target, positive.
+	Latency time.Duration `json:"latency_ns"`
+}
+
+// String returns the form ParseSLO reads, "p99=50ms".
+func (o SLO) String() string {
+	return "p" + strconv.FormatFloat(o.Percentile, 'g', -1, 64) + "=" + o.Latency.String()
+}
+
+// valid reports why o is not a usable target, or nil.
+func (o SLO) valid() error {
+	if !(o.Percentile > 0 && o.Percentile < 100) {
+		return invalid("SLO percentile %v: want one in (0, 100), e.g. 99", o.Percentile)
+	}
+	if o.Latency <= 0 {
+		return invalid("SLO latency %v: want a positive duration", o.Latency)
+	}
+	return nil
+}
+
+// ParseSLO parses a latency target "pP=D": a percentile (p99, p99.9, p50)
+// and a duration (50ms, 1.5s). An empty string is no target (nil, nil).
+// Errors match concurkit.ErrInvalidArgument.
+func ParseSLO(s string) (*SLO, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil, nil
+	}
+	p, d, ok := strings.Cut(s, "=")
+	if !ok || !strings.HasPrefix(p, "p") {
+		return nil, invalid("SLO %q: want pP=D, e.g. p99=50ms", s)
+	}
+	pct, err := strconv.ParseFloat(strings.TrimPrefix(p, "p"), 64)
+	if err != nil {
+		return nil, invalid("SLO %q: percentile %q is not a number", s, strings.TrimPrefix(p, "p"))
+	}
+	lat, err := time.ParseDuration(strings.TrimSpace(d))
+	if err != nil {
+		return nil, invalid("SLO %q: latency %q is not a duration (50ms, 1.5s)", s, d)
+	}
+	o := &SLO{Percentile: pct, Latency: lat}
+	if err := o.valid(); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
 // Config describes a benchmark run. The zero value (or a nil *Config given
 // to Run) is the default run: both databases, the counter workload, the
 // default strategies, the quick grid. Run never modifies the Config.
@@ -205,6 +257,11 @@ type Config struct {
 	// means the preset's choice when Rates is nil (quick: cas and
 	// for-update), every strategy otherwise.
 	OpenStrategies []string
+	// SLO, if set, is the latency target the verdicts judge by: the
+	// fastest strategy that meets it at the offered load, or that none
+	// does; each cell then reports its latency at the SLO's percentile and
+	// the share of its operations above the target. Nil: throughput only.
+	SLO *SLO
 	// Arrival is the open-loop arrival process: ArrivalPoisson (default) or
 	// ArrivalFixed.
 	Arrival string
@@ -320,6 +377,7 @@ type Settings struct {
 	Ops           int64         `json:"ops"`
 	Rates         []Rate        `json:"rates"`
 	OpenOnly      []string      `json:"open_strategies,omitempty"`
+	SLO           *SLO          `json:"slo,omitempty"`
 	Arrival       string        `json:"arrival"`
 	ReadRatio     float64       `json:"read_ratio"`
 	Reads         []string      `json:"reads"`
@@ -493,6 +551,13 @@ func (c *Config) resolve() (*Settings, error) {
 		if (r.PerSec > 0) == (r.OfMax > 0) || r.PerSec < 0 || r.OfMax < 0 {
 			return nil, invalid("rate %+v: exactly one of PerSec and OfMax must be positive", r)
 		}
+	}
+	if c.SLO != nil {
+		if err := c.SLO.valid(); err != nil {
+			return nil, err
+		}
+		slo := *c.SLO
+		s.SLO = &slo
 	}
 	s.Arrival = c.Arrival
 	if s.Arrival == "" {

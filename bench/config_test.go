@@ -64,6 +64,8 @@ func TestResolveRejectsBadInput(t *testing.T) {
 		"schema upper":   {Schema: "Bench"},
 		"stock":          {Stock: -1},
 		"negative delay": {Interval: -time.Second},
+		"slo percentile": {SLO: &SLO{Percentile: 100, Latency: time.Millisecond}},
+		"slo latency":    {SLO: &SLO{Percentile: 99}},
 	} {
 		if _, err := c.resolve(); !errors.Is(err, concurkit.ErrInvalidArgument) {
 			t.Errorf("%s: err = %v, want ErrInvalidArgument", name, err)
@@ -89,6 +91,85 @@ func TestParseRates(t *testing.T) {
 	}
 	if r, err := ParseRates(""); err != nil || len(r) != 0 {
 		t.Errorf(`ParseRates("") = %v, %v`, r, err)
+	}
+}
+
+func TestParseSLO(t *testing.T) {
+	for in, want := range map[string]SLO{
+		"p99=50ms":     {99, 50 * time.Millisecond},
+		" p99.9=1.5s ": {99.9, 1500 * time.Millisecond},
+		"p50=1ns":      {50, 1},
+	} {
+		got, err := ParseSLO(in)
+		if err != nil || got == nil || *got != want {
+			t.Errorf("ParseSLO(%q) = %v, %v; want %v", in, got, err, want)
+			continue
+		}
+		if back, err := ParseSLO(got.String()); err != nil || *back != want {
+			t.Errorf("ParseSLO(%q.String() = %q) = %v, %v", in, got.String(), back, err)
+		}
+	}
+	for _, bad := range []string{"p99", "99=50ms", "p100=5ms", "p0=5ms", "p-1=5ms", "pNaN=5ms", "pInf=5ms",
+		"p99=0s", "p99=-5ms", "p99=fast", "p99=50", "p=50ms", "=", "p99=50ms=1"} {
+		if o, err := ParseSLO(bad); !errors.Is(err, concurkit.ErrInvalidArgument) || o != nil {
+			t.Errorf("ParseSLO(%q) = %v, %v; want ErrInvalidArgument", bad, o, err)
+		}
+	}
+	if o, err := ParseSLO(""); o != nil || err != nil {
+		t.Errorf(`ParseSLO("") = %v, %v`, o, err)
+	}
+}
+
+// FuzzParseSLO: any input is an SLO whose String parses back to it, or an
+// ErrInvalidArgument; never a panic.
+func FuzzParseSLO(f *testing.F) {
+	for _, s := range []string{"p99=50ms", "p99.9=1.5s", "p50=1ns", "p0=1s", "p99=-1ms", "", "="} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		o, err := ParseSLO(s)
+		switch {
+		case err != nil:
+			if !errors.Is(err, concurkit.ErrInvalidArgument) || o != nil {
+				t.Fatalf("ParseSLO(%q) = %v, %v", s, o, err)
+			}
+		case o == nil:
+			if strings.TrimSpace(s) != "" {
+				t.Fatalf("ParseSLO(%q) = nil, nil", s)
+			}
+		default:
+			if o.valid() != nil {
+				t.Fatalf("ParseSLO(%q) = %v: invalid", s, o)
+			}
+			back, err := ParseSLO(o.String())
+			if err != nil || *back != *o {
+				t.Fatalf("ParseSLO(%q) = %v; its String %q parses to %v, %v", s, o, o.String(), back, err)
+			}
+		}
+	})
+}
+
+func TestAttemptStats(t *testing.T) {
+	for _, c := range []struct {
+		h         []int64
+		p99, most int64
+	}{
+		{nil, 0, 0},
+		{[]int64{0, 5}, 1, 1},
+		{[]int64{0, 98, 1, 0, 1}, 2, 4},     // 99 of 100 within 2; one starved writer took 4
+		{[]int64{0, 990, 9, 0, 0, 1}, 1, 5}, // 99% took one attempt
+		{[]int64{0, 1, 0, 1}, 3, 3},
+	} {
+		if p99, most := attemptStats(c.h); p99 != c.p99 || most != c.most {
+			t.Errorf("attemptStats(%v) = %d, %d; want %d, %d", c.h, p99, most, c.p99, c.most)
+		}
+	}
+	var wt workerTotals
+	for _, n := range []int64{1, 1, 3, 0, maxAttempts + 5} {
+		wt.attempt(n)
+	}
+	if p99, most := attemptStats(wt.attempts); p99 != maxAttempts || most != maxAttempts || wt.attempts[1] != 3 || wt.attempts[3] != 1 {
+		t.Errorf("attempt: %d, %d from %v", p99, most, wt.attempts[:4])
 	}
 }
 

@@ -144,7 +144,20 @@
 // row per cell; summary.json everything (FormatVersion; fields are only
 // added, and strategy kinds leave room for peer libraries). Plots: throughput
 // vs workers, throughput and retries vs hot rows and θ, latency vs offered
-// load.
+// load. Strategies that reshape the work (combine, transfer-batch,
+// sharded: StrategyInfo.Reshapes) are ranked with the rest, but the
+// ceiling and the single statement are compared with the best strategy
+// that commits once per change.
+//
+// Throughput alone picks strategies with a starving tail. Config.SLO
+// (`--slo p99=50ms`) adds a latency target: each cell reports its latency
+// at the SLO's percentile and the share of operations above the target,
+// and each verdict names the strategy that meets the target at the highest
+// offered load of the hottest point's open-loop cells (committing at least
+// 90% of the offered rate), or says that none does (Verdict.SLOChoice).
+// Every cell reports fairness too: attempts per operation at the 99th
+// percentile and the most one operation took (CellResult.AttemptsP99,
+// AttemptsMax), which a mean retry count hides.
 //
 // A later run compares itself with an earlier summary.json (Compare,
 // `--baseline`): cells are matched by Cell.ID, and a throughput drop or a

@@ -66,6 +66,25 @@ func ExampleParseRates() {
 	// concurkit: invalid argument: bench: rate "fast": want ops/s (500), a fraction of the maximum (x0.9) or auto
 }
 
+// A latency target for the verdicts (Config.SLO, --slo): the strategy that
+// meets p99 ≤ 50 ms at the highest offered load.
+func ExampleParseSLO() {
+	slo, err := bench.ParseSLO("p99=50ms")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(slo, slo.Percentile, slo.Latency)
+	cfg := &bench.Config{SLO: slo, Rates: []bench.Rate{{OfMax: 0.5}, {OfMax: 0.9}}}
+	fmt.Println(cfg.SLO)
+	_, err = bench.ParseSLO("p100=50ms")
+	fmt.Println(err)
+	// Output:
+	// p99=50ms 99 50ms
+	// p99=50ms
+	// concurkit: invalid argument: bench: SLO percentile 100: want one in (0, 100), e.g. 99
+}
+
 // Compare a run with an earlier one (what --baseline does): cells are
 // matched by ID and a drop beyond the tolerance is flagged.
 func ExampleCompare() {

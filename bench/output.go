@@ -108,6 +108,7 @@ var csvHeader = []string{
 	"svc_p50_ms", "svc_p95_ms", "svc_p99_ms", "svc_p999_ms", "svc_max_ms",
 	"total_committed", "syncs", "syncs_per_commit", "ceiling", "ceiling_fraction",
 	"check", "check_detail", "hlog", "error_sample",
+	"attempts_p99", "attempts_max", "slo_latency_ms", "above_slo",
 }
 
 func f64(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
@@ -146,6 +147,7 @@ func (s *Summary) WriteCSV(w io.Writer) error {
 			f3(c.Service.P50), f3(c.Service.P95), f3(c.Service.P99), f3(c.Service.P999), f3(c.Service.Max),
 			itoa(c.TotalCommitted), itoa(c.Syncs), optF(c.SyncsPerCommit), ceiling, optF(c.CeilingFraction),
 			c.Check.Status, c.Check.Detail, c.Hlog, c.ErrorSample,
+			itoa(c.AttemptsP99), itoa(c.AttemptsMax), optF(c.SLOLatency), optF(c.AboveSLO),
 		)
 		if err := cw.Write(row); err != nil {
 			return err
@@ -255,16 +257,23 @@ func (s *Summary) writeMarkdown(w io.Writer, plots []string) {
 	}
 	fmt.Fprintln(w, "## Cells")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| db | workload | strategy | keys | workers | load | ops/s | retries/op | aborts/op | gave up | p50 ms | p95 ms | p99 ms | p99.9 ms | max ms | syncs/op | ceiling | check |")
-	fmt.Fprintln(w, "|---|---|---|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|")
+	// With an SLO, two columns: the latency at its percentile and the
+	// share of operations above its target.
+	sloHead, sloRule, sloEmpty := "", "", ""
+	if o := s.slo(); o != nil {
+		sloHead = fmt.Sprintf(" SLO p%s ms | > %s |", strconv.FormatFloat(o.Percentile, 'g', -1, 64), o.Latency)
+		sloRule, sloEmpty = "--:|--:|", " | |"
+	}
+	fmt.Fprintln(w, "| db | workload | strategy | keys | workers | load | ops/s | retries/op | aborts/op | attempts p99/max | gave up | p50 ms | p95 ms | p99 ms | p99.9 ms | max ms |"+sloHead+" syncs/op | ceiling | check |")
+	fmt.Fprintln(w, "|---|---|---|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"+sloRule+"--:|--:|---|")
 	for _, c := range s.Cells {
 		load := "closed"
 		if c.Mode == ModeOpen {
 			load = fmt.Sprintf("open %s (%.0f/s)", c.RateSpec, c.Rate)
 		}
 		if c.Status != StatusOK {
-			fmt.Fprintf(w, "| %s | %s | %s | %s | %d | %s | %s: %s | | | | | | | | | | | |\n",
-				c.DB, workloadLabel(c.Cell), c.Strategy, c.Contention(), c.Workers, load, c.Status, mdEscape(c.Reason))
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %d | %s | %s: %s | | | | | | | | | |%s | | |\n",
+				c.DB, workloadLabel(c.Cell), c.Strategy, c.Contention(), c.Workers, load, c.Status, mdEscape(c.Reason), sloEmpty)
 			continue
 		}
 		ceil, spc := "", ""
@@ -278,9 +287,16 @@ func (s *Summary) writeMarkdown(w io.Writer, plots []string) {
 		if c.Check.Status == CheckFailed {
 			check = "**FAILED**: " + mdEscape(c.Check.Detail)
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %d | %s | %.0f | %.2f | %.2f | %d | %.2f | %.2f | %.2f | %.2f | %.2f | %s | %s | %s |\n",
+		slo := ""
+		if sloHead != "" {
+			slo = " | |"
+			if c.SLOLatency != nil && c.AboveSLO != nil {
+				slo = fmt.Sprintf(" %.2f | %.1f%% |", *c.SLOLatency, 100**c.AboveSLO)
+			}
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %d | %s | %.0f | %.2f | %.2f | %d/%d | %d | %.2f | %.2f | %.2f | %.2f | %.2f |%s %s | %s | %s |\n",
 			c.DB, workloadLabel(c.Cell), c.Strategy, c.Contention(), c.Workers, load, c.Throughput, c.RetriesPerOp, c.AbortsPerOp,
-			c.GaveUp, c.Latency.P50, c.Latency.P95, c.Latency.P99, c.Latency.P999, c.Latency.Max, spc, ceil, check)
+			c.AttemptsP99, c.AttemptsMax, c.GaveUp, c.Latency.P50, c.Latency.P95, c.Latency.P99, c.Latency.P999, c.Latency.Max, slo, spc, ceil, check)
 	}
 	fmt.Fprintln(w)
 	if s.Baseline != nil {

@@ -135,6 +135,19 @@ type CellResult struct {
 	// a lower bound (end − intended start).
 	Missed int64 `json:"missed,omitempty"`
 
+	// AttemptsP99 and AttemptsMax are the attempts per operation (1 + its
+	// retries, operations started in the window) at the 99th percentile
+	// and the most one operation took: fairness, where RetriesPerOp is a
+	// mean that hides a starving writer.
+	AttemptsP99 int64 `json:"attempts_p99"`
+	AttemptsMax int64 `json:"attempts_max"`
+	// SLOLatency is the latency (ms, from the intended start) at the run's
+	// SLO percentile, and AboveSLO the share of operations slower than its
+	// target (open loop: those still queued at the end included); set when
+	// the run has an SLO (Config.SLO).
+	SLOLatency *float64 `json:"slo_latency_ms,omitempty"`
+	AboveSLO   *float64 `json:"above_slo,omitempty"`
+
 	// Latency is measured from the intended start (open loop: the
 	// scheduled arrival, so queueing counts; closed loop: the actual start)
 	// to the end; Service from the actual start.
@@ -228,6 +241,14 @@ type Summary struct {
 	// Baseline compares the run with an earlier one (see Compare); nil
 	// without one.
 	Baseline *Comparison `json:"baseline,omitempty"`
+}
+
+// slo returns the run's latency target, or nil.
+func (s *Summary) slo() *SLO {
+	if s.Settings == nil {
+		return nil
+	}
+	return s.Settings.SLO
 }
 
 // server returns the Server record of db, or nil.

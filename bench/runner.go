@@ -54,6 +54,59 @@ type workerTotals struct {
 	lastEnd                                   time.Time
 	errSample                                 error
 	tallies                                   tallies
+	attempts                                  []int64 // [n]: operations that took n attempts
+}
+
+// maxAttempts caps the attempts-per-operation histogram: more count as
+// maxAttempts.
+const maxAttempts = 1 << 12
+
+// attempt counts one operation that took n attempts.
+func (wt *workerTotals) attempt(n int64) {
+	n = min(max(n, 1), maxAttempts)
+	if int(n) >= len(wt.attempts) {
+		wt.attempts = append(wt.attempts, make([]int64, int(n)+1-len(wt.attempts))...)
+	}
+	wt.attempts[n]++
+}
+
+// attemptStats returns the 99th percentile and the maximum of a histogram
+// of attempts per operation (0, 0 when it is empty).
+func attemptStats(h []int64) (p99, most int64) {
+	var total int64
+	for n, c := range h {
+		total += c
+		if c > 0 {
+			most = int64(n)
+		}
+	}
+	if total == 0 {
+		return 0, 0
+	}
+	// The smallest n with at least 99% of the operations at or below it.
+	var seen int64
+	for n, c := range h {
+		seen += c
+		if seen*100 >= total*99 {
+			return int64(n), most
+		}
+	}
+	return most, most
+}
+
+// aboveShare is the share of h's values above v.
+func aboveShare(h *hdr.Histogram, v int64) float64 {
+	total := h.TotalCount()
+	if total == 0 {
+		return 0
+	}
+	var above int64
+	for _, b := range h.Distribution() {
+		if b.From > v {
+			above += b.Count
+		}
+	}
+	return float64(above) / float64(total)
 }
 
 // hists are the cell's latency histograms, shared by the workers.
@@ -230,6 +283,7 @@ func (r *cellRun) run(ctx context.Context) (*CellResult, tallies) {
 				}
 				if started {
 					h.add(end.Sub(intended), end.Sub(start))
+					wt.attempt(rec.retries + 1)
 					wt.retries += rec.retries
 					for c, n := range rec.aborts {
 						wt.aborts[c] += n
@@ -309,8 +363,15 @@ loop:
 	res.Seconds = windowEnd.Sub(ws).Seconds()
 	all := tallies{}
 	var okStarted int64
+	var attempts []int64
 	res.Aborts = map[string]int64{}
 	for _, wt := range totals {
+		if len(wt.attempts) > len(attempts) {
+			attempts = append(attempts, make([]int64, len(wt.attempts)-len(attempts))...)
+		}
+		for n, c := range wt.attempts {
+			attempts[n] += c
+		}
 		res.Ops += wt.ok
 		res.Committed += wt.committed
 		res.Rejected += wt.rejected
@@ -348,6 +409,12 @@ loop:
 		res.AbortsPerOp = float64(aborts) / float64(okStarted)
 	}
 	res.Latency = summarize(h.latTotal)
+	res.AttemptsP99, res.AttemptsMax = attemptStats(attempts)
+	if o := s.SLO; o != nil && h.latTotal.TotalCount() > 0 {
+		at := float64(h.latTotal.ValueAtQuantile(o.Percentile)) / 1e6
+		above := aboveShare(h.latTotal, int64(o.Latency))
+		res.SLOLatency, res.AboveSLO = &at, &above
+	}
 	res.Service = summarize(h.svcTotal)
 	res.hlog = h.buf.Bytes()
 	return res, all

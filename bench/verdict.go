@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -20,6 +21,10 @@ type Verdict struct {
 	Workload string         `json:"workload"` // "mixed:share" for the mixed workload
 	Lines    []string       `json:"lines"`
 	Points   []VerdictPoint `json:"points"`
+	// SLOChoice is the strategy the run's SLO names (the one that meets
+	// it at the highest offered load), empty when none meets it or the run
+	// has no SLO.
+	SLOChoice string `json:"slo_choice,omitempty"`
 }
 
 // VerdictPoint ranks the correct toolkit strategies at one contention level
@@ -205,6 +210,7 @@ func verdict(sum *Summary, db, wl string, cells []CellResult) Verdict {
 		v.Points = append(v.Points, *p)
 	}
 	if len(uni) == 0 && len(zipf) == 0 {
+		sloVerdict(sum, &v, cells)
 		return v
 	}
 
@@ -298,8 +304,172 @@ func verdict(sum *Summary, db, wl string, cells []CellResult) Verdict {
 	if line := openLine(cells); line != "" {
 		add("%s", line)
 	}
+	sloVerdict(sum, &v, cells)
 	return v
 }
+
+// sloVerdict adds the SLO line to v when the run has an SLO.
+func sloVerdict(sum *Summary, v *Verdict, cells []CellResult) {
+	if o := sum.slo(); o != nil {
+		if choice, line := sloLine(*o, cells); line != "" {
+			v.SLOChoice = choice
+			v.Lines = append(v.Lines, line)
+		}
+	}
+}
+
+// sloLine judges by the latency target o at the hottest point that has
+// open-loop cells: each correct toolkit strategy meets o at an offered load
+// when its latency at o's percentile is within the target and it kept up
+// (committed at least 90% of the offered rate); the choice is the strategy
+// that meets o at the highest offered load. Without open-loop cells it
+// names the fastest closed-loop strategy within the target. choice is
+// empty when none meets it.
+func sloLine(o SLO, cells []CellResult) (choice, line string) {
+	target := float64(o.Latency) / 1e6
+	type point struct {
+		dist    string
+		rows, w int
+		theta   float64
+	}
+	var open, closed []CellResult
+	for _, c := range cells {
+		if c.Status != StatusOK || c.Check.Status != CheckPassed || kindOf(c.Strategy) != KindToolkit || c.SLOLatency == nil {
+			continue
+		}
+		if c.Mode == ModeOpen {
+			open = append(open, c)
+		} else {
+			closed = append(closed, c)
+		}
+	}
+	// The hottest point: most writers per row for uniform keys, else the
+	// highest θ; ties to more workers.
+	hotter := func(a, b CellResult) bool {
+		wa, wb := float64(a.Workers)/float64(max(a.Rows, 1)), float64(b.Workers)/float64(max(b.Rows, 1))
+		if (a.Dist == DistUniform) != (b.Dist == DistUniform) {
+			return a.Dist == DistUniform
+		}
+		if a.Dist == DistUniform && wa != wb {
+			return wa > wb
+		}
+		if a.Theta != b.Theta {
+			return a.Theta > b.Theta
+		}
+		return a.Workers > b.Workers
+	}
+	pick := open
+	if len(pick) == 0 {
+		pick = closed
+	}
+	if len(pick) == 0 {
+		return "", ""
+	}
+	hot := pick[0]
+	for _, c := range pick[1:] {
+		if hotter(c, hot) {
+			hot = c
+		}
+	}
+	at := point{hot.Dist, hot.Rows, hot.Workers, hot.Theta}
+	var here []CellResult
+	for _, c := range pick {
+		if (point{c.Dist, c.Rows, c.Workers, c.Theta}) == at {
+			here = append(here, c)
+		}
+	}
+	where := fmt.Sprintf("%s × %s", hot.Contention(), plural(hot.Workers, "worker"))
+	meets := func(c CellResult) bool { return *c.SLOLatency <= target }
+	lowest := here[0]
+	for _, c := range here {
+		if *c.SLOLatency < *lowest.SLOLatency {
+			lowest = c
+		}
+	}
+	none := func(mode string) string {
+		rate := ""
+		if lowest.Mode == ModeOpen {
+			rate = " at " + ops(lowest.Rate) + " offered"
+		}
+		return fmt.Sprintf("SLO %s at %s (%s): no strategy meets it at any load measured; the lowest was %s's (%.1f ms%s).",
+			o, where, mode, lowest.Strategy, *lowest.SLOLatency, rate)
+	}
+	if len(open) == 0 {
+		// Closed loop: the fastest strategy within the target.
+		slices.SortStableFunc(here, func(a, b CellResult) int { return cmp.Compare(b.Throughput, a.Throughput) })
+		for i, c := range here {
+			if !meets(c) {
+				continue
+			}
+			line := fmt.Sprintf("SLO %s at %s (closed loop; open-loop cells judge it at an offered load): use %s (%s, p%s %.1f ms)",
+				o, where, c.Strategy, ops(c.Throughput), pct(o.Percentile), *c.SLOLatency)
+			if i > 0 {
+				f := here[0]
+				line += fmt.Sprintf("; %s is faster (%s) but misses it (%.1f ms)", f.Strategy, ops(f.Throughput), *f.SLOLatency)
+			}
+			return c.Strategy, line + "."
+		}
+		return "", none("closed loop")
+	}
+	// Open loop: the highest offered load each strategy meets the target
+	// at; strategies measured at this point in closed loop only are named.
+	var unmeasured []string
+	for _, c := range closed {
+		if (point{c.Dist, c.Rows, c.Workers, c.Theta}) == at && !slices.ContainsFunc(here, func(o CellResult) bool { return o.Strategy == c.Strategy }) &&
+			!slices.Contains(unmeasured, c.Strategy) {
+			unmeasured = append(unmeasured, c.Strategy)
+		}
+	}
+	note := ""
+	if len(unmeasured) > 0 {
+		note = " Not measured in open loop here: " + strings.Join(unmeasured, ", ") + " (--open-strategies)."
+	}
+	type reach struct {
+		strategy string
+		rate     float64 // highest offered load met; 0: none
+		miss     *CellResult
+	}
+	by := map[string]*reach{}
+	var order []string
+	for _, c := range here {
+		r := by[c.Strategy]
+		if r == nil {
+			r = &reach{strategy: c.Strategy}
+			by[c.Strategy] = r
+			order = append(order, c.Strategy)
+		}
+		if meets(c) && c.Throughput >= 0.9*c.Rate {
+			r.rate = max(r.rate, c.Rate)
+		} else if r.miss == nil || c.Rate < r.miss.Rate {
+			r.miss = &c
+		}
+	}
+	var rs []*reach
+	for _, name := range order {
+		rs = append(rs, by[name])
+	}
+	slices.SortStableFunc(rs, func(a, b *reach) int { return cmp.Compare(b.rate, a.rate) })
+	if rs[0].rate == 0 {
+		return "", none("open loop") + note
+	}
+	var parts []string
+	for i, r := range rs {
+		switch {
+		case r.rate > 0 && i == 0:
+			parts = append(parts, fmt.Sprintf("%s meets it up to %s offered", r.strategy, ops(r.rate)))
+		case r.rate > 0:
+			parts = append(parts, fmt.Sprintf("%s up to %s", r.strategy, ops(r.rate)))
+		default:
+			m := r.miss
+			parts = append(parts, fmt.Sprintf("%s at none of the loads measured (%.1f ms at %s)", r.strategy, *m.SLOLatency, ops(m.Rate)))
+		}
+	}
+	return rs[0].strategy, fmt.Sprintf("SLO %s at %s (open loop, latency from the intended start): use %s — %s.%s",
+		o, where, rs[0].strategy, strings.Join(parts, "; "), note)
+}
+
+// pct formats a percentile: 99, 99.9.
+func pct(p float64) string { return strconv.FormatFloat(p, 'g', -1, 64) }
 
 // rangesLine groups points that share the other parameters (the most
 // common worker count) by the value x (rows or θ) and names the winner of

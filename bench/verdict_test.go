@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 )
 
 func closedCell(db, strategy string, rows, workers int, tput float64) CellResult {
@@ -105,5 +106,122 @@ func TestVerdictSeparatesReshapingStrategies(t *testing.T) {
 	}
 	if strings.Contains(text, "noisy") {
 		t.Errorf("verdict calls a batching strategy's lead noise:\n%s", text)
+	}
+}
+
+func openCell(strategy string, rows, workers int, rate, tput, sloMs float64) CellResult {
+	c := closedCell(Postgres, strategy, rows, workers, tput)
+	c.Mode, c.Rate, c.RateSpec = ModeOpen, rate, f64(rate)
+	c.ID = c.Cell.ID()
+	c.SLOLatency = &sloMs
+	return c
+}
+
+// TestVerdictSLO: the SLO verdict names the strategy that meets the
+// target at the highest offered load, at the hottest point, even when a
+// strategy with more closed-loop throughput misses it; it says when none
+// meets it; without open-loop cells it judges the closed-loop cells.
+func TestVerdictSLO(t *testing.T) {
+	slo := &SLO{Percentile: 99, Latency: 50 * time.Millisecond}
+	run := func(cells ...CellResult) Verdict {
+		s := &Summary{Format: FormatVersion, Settings: &Settings{SLO: slo}}
+		s.Cells = cells
+		v := verdicts(s)
+		if len(v) != 1 {
+			t.Fatalf("%d verdicts", len(v))
+		}
+		return v[0]
+	}
+	line := func(v Verdict) string {
+		for _, l := range v.Lines {
+			if strings.HasPrefix(l, "SLO ") {
+				return l
+			}
+		}
+		t.Fatalf("no SLO line in:\n%s", strings.Join(v.Lines, "\n"))
+		return ""
+	}
+	p99 := func(c CellResult, ms float64) CellResult { c.SLOLatency = &ms; return c }
+
+	// cas is fastest closed-loop but starves its tail; for-update keeps
+	// p99 within 50 ms up to 900/s; a colder point (16 rows) is ignored.
+	v := run(
+		p99(closedCell(Postgres, "cas", 1, 8, 4000), 900),
+		p99(closedCell(Postgres, "for-update", 1, 8, 1000), 40),
+		p99(closedCell(Postgres, "combine", 1, 8, 30000), 4),
+		openCell("cas", 1, 8, 450, 450, 300),
+		openCell("cas", 1, 8, 900, 890, 1500),
+		openCell("for-update", 1, 8, 450, 450, 12),
+		openCell("for-update", 1, 8, 900, 899, 45),
+		openCell("for-update", 1, 8, 1200, 1000, 40), // did not keep up: not met
+		openCell("cas", 16, 8, 5000, 5000, 5),
+	)
+	l := line(v)
+	for _, want := range []string{
+		"SLO p99=50ms at 1 row × 8 workers (open loop",
+		"use for-update — for-update meets it up to 900 ops/s offered",
+		"cas at none of the loads measured (300.0 ms at 450 ops/s)",
+		"Not measured in open loop here: combine (--open-strategies).",
+	} {
+		if !strings.Contains(l, want) {
+			t.Errorf("SLO line lacks %q:\n%s", want, l)
+		}
+	}
+	if v.SLOChoice != "for-update" || !strings.Contains(strings.Join(v.Lines, "\n"), "use combine (30000 ops/s)") {
+		t.Errorf("choice %q; lines:\n%s", v.SLOChoice, strings.Join(v.Lines, "\n"))
+	}
+
+	// Nobody meets it.
+	v = run(openCell("cas", 1, 8, 450, 450, 300), openCell("for-update", 1, 8, 450, 450, 80))
+	if l := line(v); v.SLOChoice != "" || !strings.Contains(l, "no strategy meets it at any load measured; the lowest was for-update's (80.0 ms at 450 ops/s offered)") {
+		t.Errorf("choice %q, line %s", v.SLOChoice, l)
+	}
+
+	// Closed loop only: the fastest within the target.
+	v = run(p99(closedCell(Postgres, "cas", 1, 8, 4000), 900), p99(closedCell(Postgres, "for-update", 1, 8, 1000), 40))
+	if l := line(v); v.SLOChoice != "for-update" || !strings.Contains(l, "use for-update (1000 ops/s, p99 40.0 ms); cas is faster (4000 ops/s) but misses it (900.0 ms)") {
+		t.Errorf("choice %q, line %s", v.SLOChoice, l)
+	}
+
+	// No SLO: no SLO line.
+	s := syntheticSummary()
+	for _, l := range verdicts(s)[0].Lines {
+		if strings.HasPrefix(l, "SLO ") {
+			t.Errorf("SLO line without an SLO: %s", l)
+		}
+	}
+}
+
+// TestMarkdownColumns: every row of the cells table has the header's
+// number of columns, with and without an SLO, for failed cells too.
+func TestMarkdownColumns(t *testing.T) {
+	for _, slo := range []*SLO{nil, {Percentile: 99.9, Latency: time.Second}} {
+		s := syntheticSummary()
+		s.Settings = &Settings{SLO: slo}
+		bad := closedCell(Postgres, "nowait", 1, 8, 0)
+		bad.Status, bad.Reason = StatusError, "connect: refused"
+		s.Cells = append(s.Cells, bad, openCell("for-update", 1, 8, 450, 450, 12))
+		var buf bytes.Buffer
+		s.writeMarkdown(&buf, nil)
+		text := buf.String()
+		i := strings.Index(text, "| db | workload |")
+		if i < 0 {
+			t.Fatal("no cells table")
+		}
+		var cols int
+		for n, row := range strings.Split(text[i:], "\n") {
+			if !strings.HasPrefix(row, "|") {
+				break
+			}
+			c := strings.Count(row, "|")
+			if n == 0 {
+				cols = c
+			} else if c != cols {
+				t.Errorf("SLO %v: row %d has %d bars, header %d:\n%s", slo, n, c, cols, row)
+			}
+		}
+		if slo != nil && !strings.Contains(text, "| SLO p99.9 ms | > 1s |") {
+			t.Errorf("no SLO columns:\n%s", text[i:i+300])
+		}
 	}
 }

@@ -46,12 +46,12 @@ concurkit bench --postgres-url 'postgres://postgres@127.0.0.1:5432/postgres' --m
 }
 
 type benchFlags struct {
-	db, workloads, strategies, rows, workers, zipf, rates, reads, open string
-	out, baseline                                                      string
-	fast, list, quiet, failOnRegression                                bool
-	tolerance                                                          float64
-	etcd                                                               string
-	cfg                                                                bench.Config
+	db, workloads, strategies, rows, workers, zipf, rates, reads, open, slo string
+	out, baseline                                                           string
+	fast, list, quiet, failOnRegression                                     bool
+	tolerance                                                               float64
+	etcd                                                                    string
+	cfg                                                                     bench.Config
 }
 
 func runBench(ctx context.Context, cmd *command, args []string, stdout, stderr io.Writer) error {
@@ -76,6 +76,7 @@ func runBench(ctx context.Context, cmd *command, args []string, stdout, stderr i
 	fs.DurationVar(&c.Duration, "duration", 0, "measured time per cell (default: the grid's; quick 1s, full 5s)")
 	fs.DurationVar(&c.Warmup, "warmup", 0, "warmup per cell before measuring (default: the grid's; negative: none)")
 	fs.Int64Var(&c.Ops, "ops", 0, "end each cell after this many operations (--duration still bounds it)")
+	fs.StringVar(&f.slo, "slo", "", "latency target the verdicts judge by, e.g. p99=50ms: the strategy that meets it at the highest offered load, or that none does")
 	fs.StringVar(&f.rates, "rate", "", "open-loop offered loads: ops/s (500,1000), fractions of the measured maximum (x0.5,x1.1) or auto; 'none' for no open loop")
 	fs.StringVar(&f.open, "open-strategies", "", "strategies that get the open-loop cells, comma-separated (default: quick grid cas,for-update; else all)")
 	fs.StringVar(&c.Arrival, "arrival", bench.ArrivalPoisson, "open-loop arrivals: poisson or fixed")
@@ -248,6 +249,9 @@ func (f *benchFlags) config(cmd *command, fs *flag.FlagSet) error {
 			}
 			c.Zipf = append(c.Zipf, v)
 		}
+	}
+	if c.SLO, err = bench.ParseSLO(f.slo); err != nil {
+		return cmd.flagErr("slo", "%v", err)
 	}
 	switch f.rates {
 	case "":

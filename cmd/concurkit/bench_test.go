@@ -35,6 +35,8 @@ func TestBenchFlagErrorsNameTheFlag(t *testing.T) {
 		{[]string{"--workers", "4,x"}, "--workers"},
 		{[]string{"--db", "oracle"}, "--db"},
 		{[]string{"--rate", "fast"}, "--rate"},
+		{[]string{"--slo", "p99"}, "--slo"},
+		{[]string{"--slo", "p100=5ms"}, "--slo"},
 		{[]string{"--zipf", "hot"}, "--zipf"},
 		{[]string{"--fast", "--grid", "full"}, "--grid"},
 		{[]string{"--baseline", "/nonexistent/summary.json"}, "--baseline"},
