@@ -6,6 +6,8 @@ import (
 	"errors"
 	"maps"
 	"math"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -37,6 +39,13 @@ func database(t *testing.T, mode string, rows map[int64]int64) *sql.DB {
 // parameters).
 func databaseParams(t *testing.T, mode string, params map[string]string, rows map[int64]int64) *sql.DB {
 	t.Helper()
+	db, _ := databaseDSN(t, mode, params, rows)
+	return db
+}
+
+// databaseDSN is databaseParams, and the DSN of its database.
+func databaseDSN(t *testing.T, mode string, params map[string]string, rows map[int64]int64) (*sql.DB, string) {
+	t.Helper()
 	cfg, err := mysql.ParseDSN(testkit.MySQLDSN(t))
 	if err != nil {
 		t.Fatal(err)
@@ -48,7 +57,8 @@ func databaseParams(t *testing.T, mode string, params map[string]string, rows ma
 		cfg.Params["sql_mode"] = mode
 	}
 	maps.Copy(cfg.Params, params)
-	db := testkit.MySQLFor(t, cfg.FormatDSN())
+	dsn := cfg.FormatDSN()
+	db := testkit.MySQLFor(t, dsn)
 	var got string
 	if err := db.QueryRowContext(t.Context(), "SELECT @@SESSION.sql_mode").Scan(&got); err != nil {
 		t.Fatal(err)
@@ -64,7 +74,7 @@ func databaseParams(t *testing.T, mode string, params map[string]string, rows ma
 			t.Fatal(err)
 		}
 	}
-	return db
+	return db, dsn
 }
 
 func value(t *testing.T, db hotrowmysql.DBTX, id int64) int64 {
@@ -183,5 +193,33 @@ func TestBadInput(t *testing.T) {
 		if !errors.Is(err, concurkit.ErrInvalidArgument) {
 			t.Errorf("%s: %v, want ErrInvalidArgument", name, err)
 		}
+	}
+}
+
+// TestCombinerKilledClient: a client process with 32 goroutines adding
+// through one Combiner is SIGKILLed mid-stream (batches in flight), under
+// both sql_modes: the row holds every acknowledged update plus at most the
+// in-flight ones, never more.
+func TestCombinerKilledClient(t *testing.T) {
+	if dsn := os.Getenv(hotrowtest.KillEnv); dsn != "" {
+		db, err := sql.Open("mysql", dsn)
+		if err != nil {
+			println("error", err.Error())
+			select {}
+		}
+		st, err := hotrowmysql.NewStore[int64](db, stock)
+		if err != nil {
+			println("error", err.Error())
+			select {}
+		}
+		hotrowtest.KilledClientChild(st, 1, os.Stdout)
+	}
+	for name, mode := range modes {
+		t.Run(name, func(t *testing.T) {
+			db, dsn := databaseDSN(t, mode, nil, map[int64]int64{1: 100})
+			cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestCombinerKilledClient$", "-test.count=1")
+			cmd.Env = append(os.Environ(), hotrowtest.KillEnv+"="+dsn)
+			hotrowtest.KilledClient(t, cmd, 100, func(t *testing.T) int64 { return value(t, db, 1) })
+		})
 	}
 }

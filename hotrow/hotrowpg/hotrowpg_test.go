@@ -3,8 +3,11 @@ package hotrowpg_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"net/url"
+	"os"
+	"os/exec"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -219,4 +222,28 @@ func TestBadInput(t *testing.T) {
 			t.Errorf("%s: %v, want ErrInvalidArgument", name, err)
 		}
 	}
+}
+
+// TestCombinerKilledClient: a client process with 32 goroutines adding
+// through one Combiner is SIGKILLed mid-stream (batches in flight): the
+// row holds every acknowledged update plus at most the in-flight ones,
+// never more.
+func TestCombinerKilledClient(t *testing.T) {
+	if u := os.Getenv(hotrowtest.KillEnv); u != "" {
+		p, err := pgxpool.New(context.Background(), u)
+		if err != nil {
+			fmt.Println("error", err)
+			select {}
+		}
+		st, err := hotrowpg.NewStore[int64](p, stock)
+		if err != nil {
+			fmt.Println("error", err)
+			select {}
+		}
+		hotrowtest.KilledClientChild(st, 1, os.Stdout)
+	}
+	p, u := poolURL(t, map[int64]int64{1: 100})
+	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestCombinerKilledClient$", "-test.count=1")
+	cmd.Env = append(os.Environ(), hotrowtest.KillEnv+"="+u)
+	hotrowtest.KilledClient(t, cmd, 100, func(t *testing.T) int64 { return value(t, p, 1) })
 }
