@@ -229,60 +229,65 @@ func shardedExec(store hotrow.ShardStore[int64], fold func(ctx context.Context) 
 	}), close: func(ctx context.Context) error { return fold(context.WithoutCancel(ctx)) }}, nil
 }
 
-func pgSharded(t *pgTarget) (executor, error) {
-	ctx := context.Background()
-	table, shards := pgx.Identifier{t.table}.Sanitize(), pgx.Identifier{shardTable(t.table)}.Sanitize()
-	for _, q := range []string{
-		"DROP TABLE IF EXISTS " + shards,
-		"CREATE TABLE " + shards + " (id bigint NOT NULL, shard integer NOT NULL, v bigint NOT NULL, PRIMARY KEY (id, shard))",
-		shardSeed(table, shards, "(SELECT generate_series(0, "+itoa(hotrow.DefaultShards-1)+") AS g)"),
-	} {
-		if _, err := t.pool.Exec(ctx, q); err != nil {
+// shardSQL is what differs between the databases in a sharded cell's
+// setup: the quoted tables, the shard table's DDL and the seed statement.
+type shardSQL struct{ table, shards, create, seed string }
+
+// shardTables creates and seeds a sharded cell's shard table through exec
+// and returns its fold (see shardedExec).
+func shardTables(exec func(ctx context.Context, q string) error, q shardSQL) (fold func(ctx context.Context) error, err error) {
+	for _, stmt := range []string{"DROP TABLE IF EXISTS " + q.shards, q.create, q.seed} {
+		if err := exec(context.Background(), stmt); err != nil {
 			return nil, fmt.Errorf("bench: sharded: %w", err)
 		}
+	}
+	return func(ctx context.Context) error {
+		if err := exec(ctx, shardFold(q.table, q.shards)); err != nil {
+			return err
+		}
+		return exec(ctx, "DROP TABLE "+q.shards)
+	}, nil
+}
+
+func pgSharded(t *pgTarget) (executor, error) {
+	shards := pgx.Identifier{shardTable(t.table)}.Sanitize()
+	q := shardSQL{table: pgx.Identifier{t.table}.Sanitize(), shards: shards,
+		create: "CREATE TABLE " + shards + " (id bigint NOT NULL, shard integer NOT NULL, v bigint NOT NULL, PRIMARY KEY (id, shard))"}
+	q.seed = shardSeed(q.table, shards, "(SELECT generate_series(0, "+itoa(hotrow.DefaultShards-1)+") AS g)")
+	fold, err := shardTables(func(ctx context.Context, stmt string) error {
+		_, err := t.pool.Exec(ctx, stmt)
+		return err
+	}, q)
+	if err != nil {
+		return nil, err
 	}
 	st, err := hotrowpg.NewShardStore[int64](t.pool, hotrowTable(shardTable(t.table)))
 	if err != nil {
 		return nil, err
 	}
-	fold := func(ctx context.Context) error {
-		_, err := t.pool.Exec(ctx, shardFold(table, shards))
-		if err == nil {
-			_, err = t.pool.Exec(ctx, "DROP TABLE "+shards)
-		}
-		return err
-	}
 	return shardedExec(st, fold, func(w func(*recorder) opFunc) executor { return pgStrategy(t, w) })
 }
 
 func mySharded(t *myTarget) (executor, error) {
-	ctx := context.Background()
-	table, shards := "`"+t.table+"`", "`"+shardTable(t.table)+"`"
 	seq := "(SELECT 0 AS g"
 	for i := 1; i < hotrow.DefaultShards; i++ {
 		seq += " UNION ALL SELECT " + itoa(int64(i))
 	}
-	seq += ")"
-	for _, q := range []string{
-		"DROP TABLE IF EXISTS " + shards,
-		"CREATE TABLE " + shards + " (id BIGINT NOT NULL, shard INT NOT NULL, v BIGINT NOT NULL, PRIMARY KEY (id, shard)) ENGINE=InnoDB",
-		// DIV, not /: MySQL's / is decimal division.
-		strings.ReplaceAll(shardSeed(table, shards, seq), " / ", " DIV "),
-	} {
-		if _, err := t.db.ExecContext(ctx, q); err != nil {
-			return nil, fmt.Errorf("bench: sharded: %w", err)
-		}
+	shards := "`" + shardTable(t.table) + "`"
+	q := shardSQL{table: "`" + t.table + "`", shards: shards,
+		create: "CREATE TABLE " + shards + " (id BIGINT NOT NULL, shard INT NOT NULL, v BIGINT NOT NULL, PRIMARY KEY (id, shard)) ENGINE=InnoDB"}
+	// DIV, not /: MySQL's / is decimal division.
+	q.seed = strings.ReplaceAll(shardSeed(q.table, shards, seq+")"), " / ", " DIV ")
+	fold, err := shardTables(func(ctx context.Context, stmt string) error {
+		_, err := t.db.ExecContext(ctx, stmt)
+		return err
+	}, q)
+	if err != nil {
+		return nil, err
 	}
 	st, err := hotrowmysql.NewShardStore[int64](t.db, hotrowTable(shardTable(t.table)))
 	if err != nil {
 		return nil, err
-	}
-	fold := func(ctx context.Context) error {
-		_, err := t.db.ExecContext(ctx, shardFold(table, shards))
-		if err == nil {
-			_, err = t.db.ExecContext(ctx, "DROP TABLE "+shards)
-		}
-		return err
 	}
 	return shardedExec(st, fold, func(w func(*recorder) opFunc) executor { return myStrategy(t, w) })
 }
