@@ -138,3 +138,80 @@ func TestAbandonedAcquireAnswerLost(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestAbandonedTryLandsAfterRelease: a waiter's try-lock is on its way
+// (held in a frozen network) when its caller gives up; the holder
+// releases; then the network thaws and the statement reaches the server,
+// which grants it — on a session whose caller is gone. Close of the
+// waiter's Locker waits for that answer and unlocks, so another Locker
+// gets the key at once (CancelWhileWaiting's "the waiter left state
+// behind", seen once on a loaded CI machine, is this case).
+func TestAbandonedTryLandsAfterRelease(t *testing.T) {
+	u, err := url.Parse(pgURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := testkit.StartProxy(t, u.Host)
+	u.Host = proxy.Addr
+	// Polling every 5 ms at most: once the network froze, a try is in it
+	// within a few milliseconds.
+	waiter, err := pglock.New(testkit.PostgresPoolFor(t, u.String()), &pglock.Config{PollMax: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct := pool(t)
+	holder, err := pglock.New(direct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := pglock.New(direct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []*pglock.Locker{waiter, holder, other} {
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			_ = l.Close(ctx)
+		})
+	}
+	key := distlocktest.Key(t)
+	held, err := holder.Acquire(t.Context(), key, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The waiter polls until the network freezes under it; its next
+	// try-lock stays in the proxy until the thaw.
+	ctx, cancel := context.WithCancel(t.Context())
+	waited := make(chan error, 1)
+	go func() {
+		lz, err := waiter.Acquire(ctx, key, nil)
+		if lz != nil {
+			err = errors.New("acquired a held key")
+		}
+		waited <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // let the waiter poll a few times: timing, not correctness
+	proxy.Freeze()
+	time.Sleep(100 * time.Millisecond) // 20 poll periods: a try is now in the frozen network
+	cancel()
+	if err := <-waited; !errors.Is(err, distlock.ErrNotAcquired) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("abandoned Acquire = %v, want ErrNotAcquired and Canceled", err)
+	}
+	if err := held.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	proxy.Thaw()
+	cctx, ccancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer ccancel()
+	if err := waiter.Close(cctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	lz, err := other.TryAcquire(t.Context(), key, nil)
+	if err != nil {
+		t.Fatalf("TryAcquire after the waiter's Locker closed: %v (the abandoned try took the lock and kept it)", err)
+	}
+	if err := lz.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}

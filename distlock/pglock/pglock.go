@@ -232,7 +232,9 @@ func (l *Locker) acquire(ctx context.Context, key string, opts *distlock.Options
 // Close releases the leases of the Locker still held (each unlocks on its
 // session and hands its connection back to the pool), ends waiting
 // Acquire calls (with distlock.ErrClosed), refuses later ones, and waits
-// until every lease's session goroutine has finished or ctx ends. See
+// until every lease's session goroutine has finished — and every try-lock
+// whose caller gave up has its answer, a lock it took unlocked — or ctx
+// ends. See
 // distlock.Closer for what it returns. The pool is not closed. A nil
 // Locker's Close returns nil.
 func (l *Locker) Close(ctx context.Context) error {
@@ -290,7 +292,42 @@ func (l *Locker) attempt(ctx context.Context, key string, o distlock.Options) (d
 	start := time.Now()
 	var tok int64
 	var prev string
-	if err := conn.QueryRow(ctx, sqlTryLock, k, ms(o.TTL), l.seq).Scan(&tok, &prev); err != nil {
+	// The try-lock never waits, so it runs to its answer whatever the
+	// caller's context does (bounded by CleanupTimeout) and its outcome is
+	// always known. A caller that gives up first gets ErrNotAcquired at
+	// once; the answer is handled in the background (Close waits for it),
+	// a lock it took unlocked on the spot. Interrupting the statement
+	// instead could leave it queued on the server, to take the lock after
+	// the holder released, on a session nobody would use.
+	tryLock := func(ctx context.Context) error {
+		return conn.QueryRow(ctx, sqlTryLock, k, ms(o.TTL), l.seq).Scan(&tok, &prev)
+	}
+	if ctx.Done() == nil {
+		err = tryLock(ctx)
+	} else {
+		bound := l.cfg.CleanupTimeout
+		if bound == 0 {
+			bound = distlock.DefaultCleanupTimeout
+		}
+		qctx, qcancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
+		res := make(chan error, 1)
+		go func() { res <- tryLock(qctx) }()
+		select {
+		case err = <-res:
+			qcancel()
+		case <-ctx.Done():
+			l.bg.Go(func() {
+				defer qcancel()
+				if err := <-res; err != nil || tok != 0 {
+					unlockAndDiscard(conn, k)
+					return
+				}
+				conn.Release()
+			})
+			return nil, errors.Join(distlock.ErrNotAcquired, ctx.Err())
+		}
+	}
+	if err != nil {
 		// The try may have taken the lock before the error (session locks
 		// survive a failed statement, e.g. nextval past MAXVALUE): unlock it
 		// now, so that the key is free at once rather than when the closed
