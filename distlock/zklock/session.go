@@ -48,6 +48,11 @@ type session struct {
 	// downSince is when the last epoch ended; zero while live.
 	downSince time.Time
 
+	// watches counts the watches this package left with the client
+	// (getW): never below the number the client holds, so 0 means the
+	// client has none to re-register after a reconnection (settleConn).
+	watches atomic.Int64
+
 	// Settling after a reconnection with the same session, see settle.
 	lastSID  int64
 	pending  bool
@@ -57,6 +62,12 @@ type session struct {
 // settleDelay bounds how long an epoch start waits for the client to
 // re-register its watches after reconnecting with the same session.
 const settleDelay = 50 * time.Millisecond
+
+// settleWatchesDelay bounds how long a new connection's receive loop waits
+// for the set-watches request when the session had watches (see
+// settleConn): long, since only a watch that fired as the connection
+// dropped can leave the count above the client's and the request unsent.
+const settleWatchesDelay = time.Second
 
 // opSetWatches is the ZooKeeper protocol opcode of the request with which
 // the client re-registers its watches after reconnecting.
@@ -87,8 +98,9 @@ func (l *Locker) dial(timeout time.Duration) (*session, error) {
 // settleConn reports the client's set-watches request and the session
 // timeout granted by the server to its session, and holds back the
 // client's receive loop on each connection until the client has sent its
-// set-watches request (or settleDelay passed without one: it had no
-// watches). go-zookeeper v1.0.4 reads Conn.lastZxid in sendSetWatches
+// set-watches request — at once when the session has no watches of ours
+// (session.watches is 0: the client sends none), else until the request
+// is written or settleWatchesDelay passed. go-zookeeper v1.0.4 reads Conn.lastZxid in sendSetWatches
 // while the receive loop, started just before, writes it for every
 // response (go-zookeeper/zk#35); a response that arrived first would be a
 // data race. The wait orders the two: the read happens before the request
@@ -136,10 +148,42 @@ func (c *settleConn) Read(b []byte) (int, error) {
 			}
 		}
 		if c.connected() {
-			time.AfterFunc(settleDelay, c.open)
+			// With no watches of ours the client has none to re-register:
+			// sendSetWatches returns before reading lastZxid, so the
+			// receive loop may read at once. Otherwise it waits for the
+			// set-watches request, which a loaded machine may send well
+			// after 50 ms (a fixed delay let -race see the race once).
+			if c.s.watches.Load() == 0 {
+				c.open()
+			} else {
+				time.AfterFunc(settleWatchesDelay, c.open)
+			}
 		}
 	}
 	return n, err
+}
+
+// getW is conn.GetW counting the watch it leaves with the client: the
+// count rises before the request and falls once the watch has delivered
+// its event (or was dropped at close), so it is never below the number of
+// watches the client holds. The returned channel forwards that event.
+func (s *session) getW(path string) (*zk.Stat, <-chan zk.Event, error) {
+	s.watches.Add(1)
+	_, stat, ch, err := s.conn.GetW(path)
+	if err != nil || ch == nil {
+		s.watches.Add(-1)
+		return stat, nil, err
+	}
+	out := make(chan zk.Event, 1)
+	go func() {
+		ev, ok := <-ch
+		s.watches.Add(-1)
+		if ok {
+			out <- ev
+		}
+		close(out)
+	}()
+	return stat, out, nil
 }
 
 // timeout returns the session timeout the server granted, or the requested

@@ -450,10 +450,10 @@ type prefetch struct {
 func (c *contender) startPrefetch(live context.Context) {
 	p := &prefetch{node: c.node, live: live, done: make(chan struct{})}
 	path := c.dir + "/" + c.node
-	conn := c.s.conn
+	s := c.s
 	go func() {
 		defer close(p.done)
-		_, p.stat, p.ch, p.err = conn.GetW(path)
+		p.stat, p.ch, p.err = s.getW(path)
 	}()
 	c.pre = p
 }
@@ -474,8 +474,7 @@ func (c *contender) getW(live context.Context) (*zk.Stat, <-chan zk.Event, error
 			}
 		}
 	}
-	_, stat, ch, err := c.s.conn.GetW(c.dir + "/" + c.node) // no watch is left behind if the node is gone
-	return stat, ch, err
+	return c.s.getW(c.dir + "/" + c.node) // no watch is left behind if the node is gone
 }
 
 // errNoSession is the cause of a TryAcquire that found no session within
@@ -694,7 +693,7 @@ func (c *contender) run(ctx context.Context, key string, try bool) (distlock.Lea
 		// watch only if the node is still there, as Curator does: an
 		// exists-watch on a node already gone would stay on the server
 		// for the session's life, since that name never comes back.
-		_, _, ch, err := conn.GetW(c.dir + "/" + locks[idx-1])
+		_, ch, err := c.s.getW(c.dir + "/" + locks[idx-1])
 		switch {
 		case errors.Is(err, zk.ErrNoNode):
 			continue
