@@ -130,3 +130,35 @@ func createTestTable(t *testing.T, c *dynamodb.Client, name string) error {
 	})
 	return err
 }
+
+// TestStartOnFreePortsTakenPort: the first attempt's port is held by
+// another listener (what another test binary binding the same random port
+// looks like): the Redis server exits, and the start is tried again on new
+// ports, which succeeds. A failure other than a taken port is not retried.
+func TestStartOnFreePortsTakenPort(t *testing.T) {
+	bin := binary(t, "CONCURKIT_REDIS_SERVER", "redis-server")
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	attempts := 0
+	procs := startOnFreePorts(t, 1, func(root string, ports []int) []*Proc {
+		attempts++
+		port := ports[0]
+		if attempts == 1 {
+			port = held.Addr().(*net.TCPAddr).Port
+		}
+		return []*Proc{{
+			Addr: addr(port), Name: "redis",
+			argv: []string{bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", root, "--logfile", ""},
+			dir:  root, log: root + "/redis.log", ready: redisReady,
+		}}
+	})
+	if attempts != 2 || procs[0].Addr == held.Addr().String() {
+		t.Fatalf("%d attempts, server on %s (held: %s)", attempts, procs[0].Addr, held.Addr())
+	}
+	if err := redisReady(t.Context(), procs[0].Addr); err != nil {
+		t.Fatal(err)
+	}
+}

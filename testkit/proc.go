@@ -290,6 +290,17 @@ func (p *Proc) LogTail(n int) string {
 // startAll starts every proc, waits for all of them, and kills them at cleanup.
 func startAll(t testing.TB, procs []*Proc) {
 	t.Helper()
+	killAtCleanup(t, procs)
+	for _, p := range procs {
+		p.StartNoWait(t)
+	}
+	for _, p := range procs {
+		p.WaitReady(t)
+	}
+}
+
+// killAtCleanup kills procs when the test ends.
+func killAtCleanup(t testing.TB, procs []*Proc) {
 	t.Cleanup(func() {
 		for _, p := range procs {
 			if err := p.kill(10 * time.Second); err != nil {
@@ -297,12 +308,52 @@ func startAll(t testing.TB, procs []*Proc) {
 			}
 		}
 	})
+}
+
+// startOnFreePorts starts the procs that build makes in a fresh directory
+// root on n ports that were free a moment ago, waits until they are ready
+// and kills them at cleanup. Another test binary on the machine may bind
+// one of those ports before the server does (freePorts cannot hold them
+// across processes): when a process exits with its port taken, the procs
+// are killed and started again on new ports, three times at most. Any
+// other failure fails the test.
+func startOnFreePorts(t testing.TB, n int, build func(root string, ports []int) []*Proc) []*Proc {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		procs := build(t.TempDir(), freePorts(t, n))
+		err := startReady(t.Context(), procs)
+		if err == nil {
+			killAtCleanup(t, procs)
+			return procs
+		}
+		taken := false
+		for _, p := range procs {
+			_ = p.kill(10 * time.Second)
+			if tail := p.LogTail(40); strings.Contains(tail, "Address already in use") ||
+				strings.Contains(tail, "address already in use") || strings.Contains(tail, "BindException") {
+				taken = true
+			}
+		}
+		if !taken || attempt == 3 {
+			t.Fatalf("testenv: %v (attempt %d)", err, attempt)
+		}
+		t.Logf("testenv: %v: a port was taken by another process; again on new ports", err)
+	}
+}
+
+// startReady starts procs and waits until each is ready.
+func startReady(ctx context.Context, procs []*Proc) error {
 	for _, p := range procs {
-		p.StartNoWait(t)
+		if err := p.start(); err != nil {
+			return fmt.Errorf("start %s: %w", p.Name, err)
+		}
 	}
 	for _, p := range procs {
-		p.WaitReady(t)
+		if err := p.waitReady(ctx); err != nil {
+			return fmt.Errorf("%s (%s) not ready: %w\n%s", p.Name, p.Addr, err, p.LogTail(40))
+		}
 	}
+	return nil
 }
 
 // ---------------------------------------------------------------- binaries
@@ -461,23 +512,22 @@ func StartRedis(t testing.TB, n int) []*Proc {
 		t.Fatalf("testenv: StartRedis n = %d", n)
 	}
 	bin := binary(t, "CONCURKIT_REDIS_SERVER", "redis-server")
-	root := t.TempDir()
-	ports := freePorts(t, n)
-	procs := make([]*Proc, n)
-	for i := range procs {
-		dir := filepath.Join(root, "redis-"+strconv.Itoa(i+1))
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
+	return startOnFreePorts(t, n, func(root string, ports []int) []*Proc {
+		procs := make([]*Proc, n)
+		for i := range procs {
+			dir := filepath.Join(root, "redis-"+strconv.Itoa(i+1))
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			procs[i] = &Proc{
+				Addr: addr(ports[i]), Name: "redis-" + strconv.Itoa(i+1),
+				argv: []string{bin, "--port", strconv.Itoa(ports[i]), "--bind", "127.0.0.1",
+					"--save", "", "--appendonly", "no", "--dir", dir, "--logfile", ""},
+				dir: dir, log: filepath.Join(dir, "redis.log"), ready: redisReady,
+			}
 		}
-		procs[i] = &Proc{
-			Addr: addr(ports[i]), Name: "redis-" + strconv.Itoa(i+1),
-			argv: []string{bin, "--port", strconv.Itoa(ports[i]), "--bind", "127.0.0.1",
-				"--save", "", "--appendonly", "no", "--dir", dir, "--logfile", ""},
-			dir: dir, log: filepath.Join(dir, "redis.log"), ready: redisReady,
-		}
-	}
-	startAll(t, procs)
-	return procs
+		return procs
+	})
 }
 
 // StartEtcdCluster starts an n-member etcd cluster (each Proc's Addr is its
@@ -489,33 +539,32 @@ func StartEtcdCluster(t testing.TB, n int) []*Proc {
 		t.Fatalf("testenv: StartEtcdCluster n = %d", n)
 	}
 	bin := binary(t, "CONCURKIT_ETCD", "etcd")
-	root := t.TempDir()
-	ports := freePorts(t, 2*n)
-	var initial []string
-	for i := range n {
-		initial = append(initial, fmt.Sprintf("m%d=http://%s", i+1, addr(ports[2*i+1])))
-	}
-	token := Name("ck-")
-	procs := make([]*Proc, n)
-	for i := range procs {
-		name := "m" + strconv.Itoa(i+1)
-		dir := filepath.Join(root, name)
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			t.Fatal(err)
+	return startOnFreePorts(t, 2*n, func(root string, ports []int) []*Proc {
+		var initial []string
+		for i := range n {
+			initial = append(initial, fmt.Sprintf("m%d=http://%s", i+1, addr(ports[2*i+1])))
 		}
-		client, peer := "http://"+addr(ports[2*i]), "http://"+addr(ports[2*i+1])
-		procs[i] = &Proc{
-			Addr: addr(ports[2*i]), Name: "etcd-" + strconv.Itoa(i+1),
-			argv: []string{bin, "--name", name, "--data-dir", filepath.Join(dir, "data"),
-				"--listen-client-urls", client, "--advertise-client-urls", client,
-				"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-				"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-token", token,
-				"--initial-cluster-state", "new", "--logger", "zap", "--log-level", "warn"},
-			dir: dir, log: filepath.Join(dir, "etcd.log"), ready: etcdReady,
+		token := Name("ck-")
+		procs := make([]*Proc, n)
+		for i := range procs {
+			name := "m" + strconv.Itoa(i+1)
+			dir := filepath.Join(root, name)
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			client, peer := "http://"+addr(ports[2*i]), "http://"+addr(ports[2*i+1])
+			procs[i] = &Proc{
+				Addr: addr(ports[2*i]), Name: "etcd-" + strconv.Itoa(i+1),
+				argv: []string{bin, "--name", name, "--data-dir", filepath.Join(dir, "data"),
+					"--listen-client-urls", client, "--advertise-client-urls", client,
+					"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+					"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-token", token,
+					"--initial-cluster-state", "new", "--logger", "zap", "--log-level", "warn"},
+				dir: dir, log: filepath.Join(dir, "etcd.log"), ready: etcdReady,
+			}
 		}
-	}
-	startAll(t, procs)
-	return procs
+		return procs
+	})
 }
 
 // zkClasspath is the classpath that runs ZooKeeper from Debian's packages
@@ -542,25 +591,24 @@ func StartZooKeeperEnsemble(t testing.TB, n int) []*Proc {
 	}
 	java := binary(t, "CONCURKIT_JAVA", "java")
 	cp := zkClasspath(t)
-	root := t.TempDir()
-	ports := freePorts(t, 3*n)
-	var servers strings.Builder
-	if n > 1 {
-		for i := range n {
-			fmt.Fprintf(&servers, "server.%d=127.0.0.1:%d:%d\n", i+1, ports[3*i+1], ports[3*i+2])
+	return startOnFreePorts(t, 3*n, func(root string, ports []int) []*Proc {
+		var servers strings.Builder
+		if n > 1 {
+			for i := range n {
+				fmt.Fprintf(&servers, "server.%d=127.0.0.1:%d:%d\n", i+1, ports[3*i+1], ports[3*i+2])
+			}
 		}
-	}
-	procs := make([]*Proc, n)
-	for i := range procs {
-		dir := filepath.Join(root, "zk"+strconv.Itoa(i+1))
-		data := filepath.Join(dir, "data")
-		if err := os.MkdirAll(data, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(data, "myid"), []byte(strconv.Itoa(i+1)+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		cfg := fmt.Sprintf(`tickTime=500
+		procs := make([]*Proc, n)
+		for i := range procs {
+			dir := filepath.Join(root, "zk"+strconv.Itoa(i+1))
+			data := filepath.Join(dir, "data")
+			if err := os.MkdirAll(data, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(data, "myid"), []byte(strconv.Itoa(i+1)+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			cfg := fmt.Sprintf(`tickTime=500
 initLimit=20
 syncLimit=10
 dataDir=%s
@@ -572,20 +620,20 @@ maxSessionTimeout=60000
 admin.enableServer=false
 4lw.commands.whitelist=srvr,ruok,stat,mntr
 %s`, data, ports[3*i], servers.String())
-		conf := filepath.Join(dir, "zoo.cfg")
-		if err := os.WriteFile(conf, []byte(cfg), 0o644); err != nil {
-			t.Fatal(err)
+			conf := filepath.Join(dir, "zoo.cfg")
+			if err := os.WriteFile(conf, []byte(cfg), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			procs[i] = &Proc{
+				Addr: addr(ports[3*i]), Name: "zookeeper-" + strconv.Itoa(i+1),
+				argv: []string{java, "-Xms32m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+					"-Djava.net.preferIPv4Stack=true", "-Dzookeeper.jmx.log4j.disable=true",
+					"-cp", cp, "org.apache.zookeeper.server.quorum.QuorumPeerMain", conf},
+				dir: dir, log: filepath.Join(dir, "zookeeper.log"), ready: zkReady,
+			}
 		}
-		procs[i] = &Proc{
-			Addr: addr(ports[3*i]), Name: "zookeeper-" + strconv.Itoa(i+1),
-			argv: []string{java, "-Xms32m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-				"-Djava.net.preferIPv4Stack=true", "-Dzookeeper.jmx.log4j.disable=true",
-				"-cp", cp, "org.apache.zookeeper.server.quorum.QuorumPeerMain", conf},
-			dir: dir, log: filepath.Join(dir, "zookeeper.log"), ready: zkReady,
-		}
-	}
-	startAll(t, procs)
-	return procs
+		return procs
+	})
 }
 
 // Addrs returns the Addr of each proc, e.g. for a client's server list.
