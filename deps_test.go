@@ -40,7 +40,7 @@ var stdlibOnly = []string{
 	"ratelimit", "ratelimit/internal/spec",
 	"idempotency", "idempotency/internal/wire",
 	"inbox", "inbox/internal/spec", "outbox", "outbox/internal/spec",
-	"saga",
+	"saga", "hotrow",
 }
 
 // allowedDrivers says which third-party families an adapter may compile,

@@ -45,7 +45,7 @@ func tiny(pgURL, myDSN, redisAddr string, etcd []string, schema string) *bench.C
 // TestRunTinyGrid runs a tiny grid on both databases — every strategy on the
 // counter, the other workloads with cas, for-update and the hot-row
 // strategies (combine skips transfer, transfer-batch runs it alone, sharded
-// takes counter and inventory), one
+// takes counter and inventory, adaptive runs all four), one
 // open-loop cell —
 // and checks the files it writes, the correctness verdicts (the lossy
 // strategy FAILED on the contended cell, every other cell PASSED) and that
@@ -65,7 +65,7 @@ func TestRunTinyGrid(t *testing.T) {
 	schema2 := schema + "_2"
 	cfg2 := tiny(pgURL, myDSN, redisAddr, etcd, schema2)
 	cfg2.Workloads = []string{bench.Inventory, bench.Transfer, bench.Mixed}
-	cfg2.Strategies = []string{"cas", "for-update", "escrow", "combine", "transfer-batch", "sharded"}
+	cfg2.Strategies = []string{"cas", "for-update", "escrow", "combine", "transfer-batch", "sharded", "adaptive"}
 	cfg2.Rates = []bench.Rate{}
 	cfg2.Stock = 20 // sells out within the cell: "sold out" must be a result
 	var sum2 *bench.Summary
@@ -138,7 +138,7 @@ func TestRunTinyGrid(t *testing.T) {
 		}
 	}
 	for _, db := range []string{bench.Postgres, bench.MariaDB} {
-		for _, c := range []string{"combine/counter", "combine/inventory", "escrow/inventory", "escrow/transfer", "transfer-batch/transfer", "sharded/counter", "sharded/inventory"} {
+		for _, c := range []string{"combine/counter", "combine/inventory", "escrow/inventory", "escrow/transfer", "transfer-batch/transfer", "sharded/counter", "sharded/inventory", "adaptive/counter", "adaptive/inventory", "adaptive/transfer", "adaptive/mixed"} {
 			if !ran[db+"/"+c] {
 				t.Errorf("%s: no %s cell", db, c)
 			}

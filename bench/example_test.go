@@ -119,6 +119,7 @@ func ExampleStrategies() {
 	// combine toolkit [postgres mariadb] false
 	// transfer-batch toolkit [postgres mariadb] false
 	// sharded toolkit [postgres mariadb] false
+	// adaptive toolkit [postgres mariadb] false
 	// single-update reference [postgres mariadb] false
 	// lossy lossy [postgres mariadb] true
 }

@@ -160,6 +160,14 @@ var strategyDefs = []*strategyDef{
 		Calls: []string{"hotrow.NewSharded", "hotrow.Sharded.Add", "hotrow.Sharded.Take", "hotrowpg.NewShardStore", "hotrowmysql.NewShardStore"},
 	}, pg: pgSharded, my: mySharded},
 	{StrategyInfo: StrategyInfo{
+		Name: "adaptive", Kind: KindToolkit, DBs: []string{Postgres, MariaDB}, ValueOnly: true, Reshapes: true,
+		Description: "a hotrow.Adaptive per cell (MOCC): a cold key by cas; a hot one, or a retry after a conflict, " +
+			"through a Combiner whose batches bump the version cas checks; a transfer in one transaction that locks " +
+			"its hot keys FOR UPDATE and compare-and-swaps the others (all locked on a retry)",
+		Calls: []string{"hotrow.NewAdaptive", "hotrow.Adaptive.Do", "hotrow.Combiner.Add", "optimisticpg.Update",
+			"optimisticmysql.Update", "pessimisticpg.LockRows", "pessimisticmysql.LockRows"},
+	}, pg: pgAdaptive, my: myAdaptive},
+	{StrategyInfo: StrategyInfo{
 		Name: "single-update", Kind: KindReference, DBs: []string{Postgres, MariaDB},
 		Description: "one UPDATE … SET n = n + 1 statement (multi-row: one per row in a retried transaction): " +
 			"the reference ceiling when the change fits one statement",

@@ -22,9 +22,13 @@ import (
 	"github.com/concurkit/concurkit/hotrow"
 	"github.com/concurkit/concurkit/hotrow/hotrowmysql"
 	"github.com/concurkit/concurkit/hotrow/hotrowpg"
+	"github.com/concurkit/concurkit/optimistic"
+	"github.com/concurkit/concurkit/optimistic/optimisticmysql"
+	"github.com/concurkit/concurkit/optimistic/optimisticpg"
 	"github.com/concurkit/concurkit/pessimistic"
 	"github.com/concurkit/concurkit/pessimistic/pessimisticmysql"
 	"github.com/concurkit/concurkit/pessimistic/pessimisticpg"
+	"github.com/concurkit/concurkit/retry"
 )
 
 // hotrowTable is the hotrow.Table of a workload table (key id, value v).
@@ -290,4 +294,127 @@ func mySharded(t *myTarget) (executor, error) {
 		return nil, err
 	}
 	return shardedExec(st, fold, func(w func(*recorder) opFunc) executor { return myStrategy(t, w) })
+}
+
+// adaptiveExec runs one hotrow.Adaptive per cell. A single-row change of a
+// cold key goes through cas (the cas strategy's read and compare-and-swap);
+// of a hot key, or a retry after a conflict, through a Combiner whose
+// Store bumps the version column that cas checks (the change commutes). A
+// transfer runs as tx: one transaction that locks the plan's keys and
+// compare-and-swaps the others.
+func adaptiveExec(store hotrow.Store[int64], table string, cas func(ctx context.Context, c change) error,
+	tx func(ctx context.Context, p hotrow.Plan[int64], o *op) error, wrap func(func(*recorder) opFunc) executor) (executor, error) {
+	a, err := hotrow.NewAdaptive[int64](nil)
+	if err != nil {
+		return nil, err
+	}
+	c, err := hotrow.NewCombiner(store, &hotrow.Options{Floor: hotrowFloor(table)})
+	if err != nil {
+		return nil, err
+	}
+	return closingExecutor{executor: wrap(func(*recorder) opFunc {
+		return func(ctx context.Context, o *op) (result, error) {
+			return hotrowResult(a.Do(ctx, sortedKeys(o), func(ctx context.Context, p hotrow.Plan[int64]) error {
+				if len(o.changes) != 1 {
+					return tx(ctx, p, o)
+				}
+				ch := o.changes[0]
+				if p.Optimistic() {
+					return cas(ctx, ch)
+				}
+				_, err := c.Add(ctx, ch.key, ch.dv)
+				return err
+			}))
+		}
+	}), close: c.Close}, nil
+}
+
+// versioned is the hotrow.Table of a workload table whose writes bump its
+// version column, as the adaptive strategy's Combiner needs.
+func versioned(table string) hotrow.Table {
+	return hotrow.Table{Name: table, VersionColumn: "version"}
+}
+
+// oneAttempt: the transactions of an Adaptive's attempts do not retry on
+// their own; Adaptive.Do does, with its keys locked.
+var oneAttempt = &pessimistic.Options{Retry: retry.Policy{MaxAttempts: 1}}
+
+func pgAdaptive(t *pgTarget) (executor, error) {
+	st, err := hotrowpg.NewStore[int64](t.pool, versioned(t.table))
+	if err != nil {
+		return nil, err
+	}
+	q := t.queries()
+	tbl := optimistic.Table{Name: t.table, KeyColumn: "id", VersionColumn: "version"}
+	write := func(ctx context.Context, db hotrowpg.DBTX, locked bool, c change) error {
+		nv, nw, ver, err := pgReadApply(ctx, db, q, c)
+		if err != nil {
+			return err
+		}
+		if locked {
+			_, err = db.Exec(ctx, q.writeVersioned, c.key, nv, nw)
+		} else {
+			_, err = optimisticpg.Update(ctx, db, tbl, c.key, ver, map[string]any{"v": nv, "w": nw})
+		}
+		return err
+	}
+	lock := pessimistic.Lock{Strength: pessimistic.ForUpdate}
+	return adaptiveExec(st, t.table,
+		func(ctx context.Context, c change) error { return write(ctx, t.pool, false, c) },
+		func(ctx context.Context, p hotrow.Plan[int64], o *op) error {
+			return pessimisticpg.InTx(ctx, t.pool, oneAttempt, func(ctx context.Context, tx pgx.Tx) error {
+				if !p.Optimistic() {
+					if _, err := pessimisticpg.LockRows(ctx, tx, t.table, "id", p.Lock, lock); err != nil {
+						return err
+					}
+				}
+				for _, c := range o.changes {
+					if err := write(ctx, tx, p.Locked(c.key), c); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		},
+		func(w func(*recorder) opFunc) executor { return pgStrategy(t, w) })
+}
+
+func myAdaptive(t *myTarget) (executor, error) {
+	st, err := hotrowmysql.NewStore[int64](t.db, versioned(t.table))
+	if err != nil {
+		return nil, err
+	}
+	q := t.queries()
+	tbl := optimistic.Table{Name: t.table, KeyColumn: "id", VersionColumn: "version"}
+	write := func(ctx context.Context, db optimisticmysql.DBTX, locked bool, c change) error {
+		nv, nw, ver, err := myReadApply(ctx, db, q, c)
+		if err != nil {
+			return err
+		}
+		if locked {
+			_, err = db.ExecContext(ctx, q.writeVersioned, nv, nw, c.key)
+		} else {
+			_, err = optimisticmysql.Update(ctx, db, tbl, c.key, ver, map[string]any{"v": nv, "w": nw})
+		}
+		return err
+	}
+	lock := pessimistic.Lock{Strength: pessimistic.ForUpdate}
+	return adaptiveExec(st, t.table,
+		func(ctx context.Context, c change) error { return write(ctx, t.db, false, c) },
+		func(ctx context.Context, p hotrow.Plan[int64], o *op) error {
+			return pessimisticmysql.InTx(ctx, t.db, oneAttempt, func(ctx context.Context, tx *sql.Tx) error {
+				if !p.Optimistic() {
+					if _, err := pessimisticmysql.LockRows(ctx, tx, t.table, "id", p.Lock, lock); err != nil {
+						return err
+					}
+				}
+				for _, c := range o.changes {
+					if err := write(ctx, tx, p.Locked(c.key), c); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		},
+		func(w func(*recorder) opFunc) executor { return myStrategy(t, w) })
 }

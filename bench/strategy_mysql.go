@@ -23,6 +23,9 @@ const (
 	myReadRow   = "SELECT v, w, version FROM %s WHERE id = ?"
 	myReadValue = "SELECT v FROM %s WHERE id = ?"
 	myWriteRow  = "UPDATE %s SET v = ?, w = ? WHERE id = ?"
+	// myWriteVersioned is myWriteRow for a row others compare-and-swap
+	// (the adaptive strategy's locked keys).
+	myWriteVersioned = "UPDATE %s SET v = ?, w = ?, version = version + 1 WHERE id = ?"
 	// myAddRow is the reference statement; the floor is in the WHERE
 	// clause, so 0 rows means "refused" (every matching row changes, so
 	// the count does not depend on the DSN's clientFoundRows).
@@ -38,15 +41,16 @@ type myTarget struct {
 	lockPrefix string
 }
 
-type myQueries struct{ readRow, readValue, writeRow, addRow string }
+type myQueries struct{ readRow, readValue, writeRow, writeVersioned, addRow string }
 
 func (t *myTarget) queries() myQueries {
 	q := "`" + t.table + "`" // a fixed workload table name
 	return myQueries{
-		readRow:   fmt.Sprintf(myReadRow, q),
-		readValue: fmt.Sprintf(myReadValue, q),
-		writeRow:  fmt.Sprintf(myWriteRow, q),
-		addRow:    fmt.Sprintf(myAddRow, q),
+		readRow:        fmt.Sprintf(myReadRow, q),
+		readValue:      fmt.Sprintf(myReadValue, q),
+		writeRow:       fmt.Sprintf(myWriteRow, q),
+		writeVersioned: fmt.Sprintf(myWriteVersioned, q),
+		addRow:         fmt.Sprintf(myAddRow, q),
 	}
 }
 

@@ -29,6 +29,9 @@ const (
 	pgReadRow   = `SELECT v, w, version FROM %s WHERE id = $1`
 	pgReadValue = `SELECT v FROM %s WHERE id = $1`
 	pgWriteRow  = `UPDATE %s SET v = $2, w = $3 WHERE id = $1`
+	// pgWriteVersioned is pgWriteRow for a row others compare-and-swap
+	// (the adaptive strategy's locked keys).
+	pgWriteVersioned = `UPDATE %s SET v = $2, w = $3, version = version + 1 WHERE id = $1`
 	// pgAddRow is the reference: the change in one statement; the floor is
 	// part of the WHERE clause, so 0 rows means "refused".
 	pgAddRow = `UPDATE %s SET v = v + $2, w = w + $3 WHERE id = $1 AND (NOT $4 OR v + $2 >= 0)`
@@ -55,15 +58,16 @@ type pgTarget struct {
 	lockPrefix string
 }
 
-type pgQueries struct{ readRow, readValue, writeRow, addRow string }
+type pgQueries struct{ readRow, readValue, writeRow, writeVersioned, addRow string }
 
 func (t *pgTarget) queries() pgQueries {
 	q := pgx.Identifier{t.table}.Sanitize()
 	return pgQueries{
-		readRow:   fmt.Sprintf(pgReadRow, q),
-		readValue: fmt.Sprintf(pgReadValue, q),
-		writeRow:  fmt.Sprintf(pgWriteRow, q),
-		addRow:    fmt.Sprintf(pgAddRow, q),
+		readRow:        fmt.Sprintf(pgReadRow, q),
+		readValue:      fmt.Sprintf(pgReadValue, q),
+		writeRow:       fmt.Sprintf(pgWriteRow, q),
+		writeVersioned: fmt.Sprintf(pgWriteVersioned, q),
+		addRow:         fmt.Sprintf(pgAddRow, q),
 	}
 }
 

@@ -26,6 +26,17 @@
 //     to one shard at random, a read sums them; Take, the stock variant,
 //     never takes the sum below zero and borrows between shards only when
 //     one runs dry. Sharded.
+//   - Adaptive mode (MOCC, Wang and Kimura, VLDB 2016): a decaying
+//     per-key conflict count in a fixed-size sketch decides, per key,
+//     between optimistic and pessimistic control. Cold keys are read with
+//     their version and written with a compare-and-swap; hot keys are
+//     locked before they are read (or sent to a Combiner, when the update
+//     commutes); after a conflict the operation runs again with all its
+//     keys locked in key order (the retrospective lock list), so a retry
+//     cannot lose the same race or deadlock. Adaptive. With
+//     Table.VersionColumn the adapters' writes bump the version the
+//     compare-and-swap checks, so batches and optimistic writers can share
+//     a row.
 //
 // The adapters hotrowpg (pgx v5) and hotrowmysql (database/sql, MariaDB and
 // MySQL) implement Store, LedgerStore and ShardStore for a table with a key column and

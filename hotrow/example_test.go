@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/concurkit/concurkit/hotrow"
+	"github.com/concurkit/concurkit/optimistic"
 )
 
 // mapStore is a Store on a map, to show the Combiner without a database;
@@ -218,4 +220,52 @@ func ExampleSharded() {
 	// Output:
 	// [3 3 2 2]
 	// 10 2 5 <nil>
+}
+
+// An Adaptive runs a cold key optimistically and, after a conflict, runs
+// the operation again with its keys locked; a key that keeps conflicting
+// turns hot and is locked from the first attempt. Here a rival writer
+// wins the first race on "sku-1".
+func ExampleAdaptive() {
+	a, err := hotrow.NewAdaptive[string](&hotrow.AdaptiveOptions{HotAfter: 2, HalfLife: time.Minute})
+	if err != nil {
+		panic(err)
+	}
+	stock := map[string]int64{"sku-1": 10}
+	version := map[string]int64{"sku-1": 1}
+	rivalWrites := 2 // the rival writes between our read and our write twice
+	decrement := func(ctx context.Context, p hotrow.Plan[string]) error {
+		fmt.Printf("attempt %d: lock %v\n", p.Attempt, p.Lock)
+		if p.Locked("sku-1") { // SELECT … FOR UPDATE, read, write
+			stock["sku-1"]--
+			version["sku-1"]++
+			return nil
+		}
+		v, ver := stock["sku-1"], version["sku-1"] // read with its version
+		if rivalWrites > 0 {
+			rivalWrites--
+			stock["sku-1"]--
+			version["sku-1"]++
+		}
+		if version["sku-1"] != ver { // the compare-and-swap misses
+			return optimistic.ErrConflict
+		}
+		stock["sku-1"], version["sku-1"] = v-1, ver+1
+		return nil
+	}
+	for range 3 {
+		if err := a.Do(context.Background(), []string{"sku-1"}, decrement); err != nil {
+			panic(err)
+		}
+		fmt.Println("hot:", a.Hot("sku-1"), "stock:", stock["sku-1"])
+	}
+	// Output:
+	// attempt 1: lock []
+	// attempt 2: lock [sku-1]
+	// hot: false stock: 8
+	// attempt 1: lock []
+	// attempt 2: lock [sku-1]
+	// hot: true stock: 6
+	// attempt 1: lock [sku-1]
+	// hot: true stock: 5
 }

@@ -120,6 +120,15 @@ type Table struct {
 	// ShardStore of a Sharded counter, unique with KeyColumn); empty
 	// means "shard". Other tables ignore it.
 	ShardColumn string
+	// VersionColumn, if set, is an integer version column that every
+	// write of the value (Add, a Combiner's or a Ledger's batch)
+	// increments, so that optimistic writers of the same row (an
+	// optimistic.Table with this VersionColumn) see those writes as
+	// conflicts: without it a compare-and-swap that read the row before a
+	// batch would overwrite the batch. An Adaptive that sends hot keys to
+	// a Combiner and cold ones to optimistic updates needs it. Empty: no
+	// version column. Shard tables ignore it.
+	VersionColumn string
 }
 
 // Columns returns t with the default column names filled in.
@@ -161,6 +170,29 @@ func (t Table) Quote(quote func(parts ...string) (string, error)) (table, key, v
 		return "", "", "", invalid("key and value column are both %s", key)
 	}
 	return table, key, value, nil
+}
+
+// QuoteVersion returns the assignment that increments the version column,
+// ", <version> = <version> + 1", quoted with quote, for the adapters to
+// append to their SET clauses; "" when t has no VersionColumn. An
+// unquotable column, or one that is also the key or value column, is an
+// error matching ErrInvalidArgument.
+func (t Table) QuoteVersion(quote func(parts ...string) (string, error)) (string, error) {
+	if t.VersionColumn == "" {
+		return "", nil
+	}
+	_, key, value, err := t.Quote(quote)
+	if err != nil {
+		return "", err
+	}
+	v, err := quote(t.VersionColumn)
+	if err != nil {
+		return "", invalid("version column: %v", err)
+	}
+	if v == key || v == value {
+		return "", invalid("version column %s is also the key or value column", v)
+	}
+	return ", " + v + " = " + v + " + 1", nil
 }
 
 // QuoteShard is Quote for a shard table: it also returns the shard column

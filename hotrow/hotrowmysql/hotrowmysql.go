@@ -43,8 +43,8 @@ var (
 // condition is always true and hands the new value back through
 // LAST_INSERT_ID(expr), whose value the OK packet carries (evaluated on the
 // locked row version the update applies to). Placeholders: %[1]s table,
-// %[2]s key, %[3]s value.
-const addSQL = `UPDATE %[1]s SET %[3]s = %[3]s + ?
+// %[2]s key, %[3]s value, %[4]s the version increment (hotrow.Table.QuoteVersion).
+const addSQL = `UPDATE %[1]s SET %[3]s = %[3]s + ?%[4]s
 WHERE %[2]s = ?
   AND CAST(%[3]s AS DECIMAL(21)) + ? >= ?
   AND CAST(%[3]s AS DECIMAL(21)) + ? <= 9223372036854775807
@@ -55,7 +55,7 @@ WHERE %[2]s = ?
 const (
 	readSQL  = `SELECT %[3]s FROM %[1]s WHERE %[2]s = ?`
 	lockSQL  = `SELECT %[3]s FROM %[1]s WHERE %[2]s = ? FOR UPDATE`
-	writeSQL = `UPDATE %[1]s SET %[3]s = ? WHERE %[2]s = ?`
+	writeSQL = `UPDATE %[1]s SET %[3]s = ?%[4]s WHERE %[2]s = ?`
 	// The Ledger's, in two parts: a batch's keys' placeholders go between
 	// them. Not a format string: a quoted name may hold a %.
 	lockManySQL = `SELECT %[2]s, %[3]s FROM %[1]s WHERE %[2]s IN (|) ORDER BY %[2]s FOR UPDATE`
@@ -78,11 +78,15 @@ func statements(t hotrow.Table) (stmts, error) {
 	if err != nil {
 		return stmts{}, fmt.Errorf("%s: %w", pkg, err)
 	}
+	bump, err := t.QuoteVersion(ident.MySQL)
+	if err != nil {
+		return stmts{}, fmt.Errorf("%s: %w", pkg, err)
+	}
 	st := stmts{
-		add:      fmt.Sprintf(addSQL, table, key, value),
+		add:      fmt.Sprintf(addSQL, table, key, value, bump),
 		read:     fmt.Sprintf(readSQL, table, key, value),
 		lock:     fmt.Sprintf(lockSQL, table, key, value),
-		write:    fmt.Sprintf(writeSQL, table, key, value),
+		write:    fmt.Sprintf(writeSQL, table, key, value, bump),
 		name:     table,
 		lockMany: parts(lockManySQL, table, key, value),
 	}

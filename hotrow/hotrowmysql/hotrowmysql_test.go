@@ -18,6 +18,8 @@ import (
 	"github.com/concurkit/concurkit/hotrow"
 	"github.com/concurkit/concurkit/hotrow/hotrowmysql"
 	"github.com/concurkit/concurkit/hotrow/internal/hotrowtest"
+	"github.com/concurkit/concurkit/optimistic"
+	"github.com/concurkit/concurkit/optimistic/optimisticmysql"
 	"github.com/concurkit/concurkit/testkit"
 )
 
@@ -220,6 +222,41 @@ func TestCombinerKilledClient(t *testing.T) {
 			cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestCombinerKilledClient$", "-test.count=1")
 			cmd.Env = append(os.Environ(), hotrowtest.KillEnv+"="+dsn)
 			hotrowtest.KilledClient(t, cmd, 100, func(t *testing.T) int64 { return value(t, db, 1) })
+		})
+	}
+}
+
+// TestVersionColumn: every write of a table with a VersionColumn bumps the
+// version, so optimisticmysql.Update conflicts with it, in both sql_modes
+// (hotrowtest.VersionColumn).
+func TestVersionColumn(t *testing.T) {
+	for name, mode := range modes {
+		t.Run(name, func(t *testing.T) {
+			db := database(t, mode, map[int64]int64{1: 100, 2: 100})
+			if _, err := db.ExecContext(t.Context(), `ALTER TABLE stock ADD COLUMN version BIGINT NOT NULL DEFAULT 1`); err != nil {
+				t.Fatal(err)
+			}
+			cas := optimistic.Table{Name: "stock", KeyColumn: "id", VersionColumn: "version"}
+			hotrowtest.VersionColumn(t, hotrowtest.Versioned{
+				Add: func(ctx context.Context, tbl hotrow.Table, key, delta int64) error {
+					_, err := hotrowmysql.Add(ctx, db, tbl, key, delta, nil)
+					return err
+				},
+				Store: func(tbl hotrow.Table) (hotrow.Store[int64], error) { return hotrowmysql.NewStore[int64](db, tbl) },
+				Ledger: func(tbl hotrow.Table) (hotrow.LedgerStore[int64], error) {
+					return hotrowmysql.NewLedgerStore[int64](db, tbl)
+				},
+				Row: func(t *testing.T, key int64) (v, version int64) {
+					if err := db.QueryRowContext(t.Context(), `SELECT v, version FROM stock WHERE id = ?`, key).Scan(&v, &version); err != nil {
+						t.Fatal(err)
+					}
+					return v, version
+				},
+				CAS: func(ctx context.Context, key, version, v int64) error {
+					_, err := optimisticmysql.Update(ctx, db, cas, key, version, map[string]any{"v": v})
+					return err
+				},
+			})
 		})
 	}
 }

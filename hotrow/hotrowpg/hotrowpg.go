@@ -39,8 +39,8 @@ var (
 // the value plus $5 (the highest) within the bigint maximum; the checks
 // run in numeric arithmetic, so a refused update raises no error (22003)
 // that would abort a caller's transaction. Placeholders: %[1]s table,
-// %[2]s key, %[3]s value.
-const addSQL = `UPDATE %[1]s SET %[3]s = %[3]s + $2::bigint
+// %[2]s key, %[3]s value, %[4]s the version increment (hotrow.Table.QuoteVersion).
+const addSQL = `UPDATE %[1]s SET %[3]s = %[3]s + $2::bigint%[4]s
 WHERE %[2]s = $1 AND %[3]s::numeric + $3::bigint >= $4::bigint
   AND %[3]s::numeric + $5::bigint <= 9223372036854775807
 RETURNING %[3]s`
@@ -50,7 +50,7 @@ RETURNING %[3]s`
 const (
 	readSQL  = `SELECT %[3]s FROM %[1]s WHERE %[2]s = $1`
 	lockSQL  = `SELECT %[3]s FROM %[1]s WHERE %[2]s = $1 FOR UPDATE`
-	writeSQL = `UPDATE %[1]s SET %[3]s = $2 WHERE %[2]s = $1`
+	writeSQL = `UPDATE %[1]s SET %[3]s = $2%[4]s WHERE %[2]s = $1`
 )
 
 const pkg = "hotrowpg"
@@ -67,12 +67,16 @@ func statements(t hotrow.Table) (stmts, error) {
 	if err != nil {
 		return stmts{}, fmt.Errorf("%s: %w", pkg, err)
 	}
+	bump, err := t.QuoteVersion(ident.Postgres)
+	if err != nil {
+		return stmts{}, fmt.Errorf("%s: %w", pkg, err)
+	}
 	st := stmts{
-		add:      fmt.Sprintf(addSQL, table, key, value),
+		add:      fmt.Sprintf(addSQL, table, key, value, bump),
 		read:     fmt.Sprintf(readSQL, table, key, value),
 		lock:     fmt.Sprintf(lockSQL, table, key, value),
 		lockMany: fmt.Sprintf(lockManySQL, table, key, value),
-		write:    fmt.Sprintf(writeSQL, table, key, value),
+		write:    fmt.Sprintf(writeSQL, table, key, value, bump),
 		name:     table,
 	}
 	cache.Store(t, st)

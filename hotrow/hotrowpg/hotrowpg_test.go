@@ -19,6 +19,8 @@ import (
 	"github.com/concurkit/concurkit/hotrow"
 	"github.com/concurkit/concurkit/hotrow/hotrowpg"
 	"github.com/concurkit/concurkit/hotrow/internal/hotrowtest"
+	"github.com/concurkit/concurkit/optimistic"
+	"github.com/concurkit/concurkit/optimistic/optimisticpg"
 	"github.com/concurkit/concurkit/testkit"
 )
 
@@ -246,4 +248,34 @@ func TestCombinerKilledClient(t *testing.T) {
 	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestCombinerKilledClient$", "-test.count=1")
 	cmd.Env = append(os.Environ(), hotrowtest.KillEnv+"="+u)
 	hotrowtest.KilledClient(t, cmd, 100, func(t *testing.T) int64 { return value(t, p, 1) })
+}
+
+// TestVersionColumn: every write of a table with a VersionColumn bumps the
+// version, so optimisticpg.Update conflicts with it (hotrowtest.VersionColumn).
+func TestVersionColumn(t *testing.T) {
+	p := pool(t, map[int64]int64{1: 100, 2: 100})
+	if _, err := p.Exec(t.Context(), `ALTER TABLE stock ADD COLUMN version bigint NOT NULL DEFAULT 1`); err != nil {
+		t.Fatal(err)
+	}
+	cas := optimistic.Table{Name: "stock", KeyColumn: "id", VersionColumn: "version"}
+	hotrowtest.VersionColumn(t, hotrowtest.Versioned{
+		Add: func(ctx context.Context, tbl hotrow.Table, key, delta int64) error {
+			_, err := hotrowpg.Add(ctx, p, tbl, key, delta, nil)
+			return err
+		},
+		Store: func(tbl hotrow.Table) (hotrow.Store[int64], error) { return hotrowpg.NewStore[int64](p, tbl) },
+		Ledger: func(tbl hotrow.Table) (hotrow.LedgerStore[int64], error) {
+			return hotrowpg.NewLedgerStore[int64](p, tbl)
+		},
+		Row: func(t *testing.T, key int64) (v, version int64) {
+			if err := p.QueryRow(t.Context(), `SELECT v, version FROM stock WHERE id = $1`, key).Scan(&v, &version); err != nil {
+				t.Fatal(err)
+			}
+			return v, version
+		},
+		CAS: func(ctx context.Context, key, version, v int64) error {
+			_, err := optimisticpg.Update(ctx, p, cas, key, version, map[string]any{"v": v})
+			return err
+		},
+	})
 }
