@@ -3,6 +3,7 @@ package hotrow
 import (
 	"cmp"
 	"context"
+	"math"
 	"slices"
 	"time"
 
@@ -122,7 +123,7 @@ func newAdaptive[K cmp.Ordered](o *AdaptiveOptions, now func() time.Time) (*Adap
 	}
 	return &Adaptive[K]{
 		temp:  newTemperature(n.SketchWidth, n.HalfLife, now),
-		hot:   uint32(min(n.HotAfter, 1<<31)),
+		hot:   uint32(min(n.HotAfter, math.MaxInt32)),
 		retry: n.Retry,
 		class: class,
 	}, nil
