@@ -308,3 +308,24 @@ func TestAdaptiveExact(t *testing.T) {
 		t.Fatalf("%d conflicts, yet no operation locked its key on the first attempt", conflicts.Load())
 	}
 }
+
+// BenchmarkAdaptiveDo measures what Do adds to a cold key's operation
+// (the attempt itself does nothing): the optimistic path of the adaptive
+// strategy runs the cas strategy's statements, plus this.
+func BenchmarkAdaptiveDo(b *testing.B) {
+	a, err := NewAdaptive[int64](nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	noop := func(context.Context, Plan[int64]) error { return nil }
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		var k int64
+		for pb.Next() {
+			k++
+			if err := a.Do(context.Background(), []int64{k % 10000}, noop); err != nil {
+				b.Error(err)
+			}
+		}
+	})
+}
