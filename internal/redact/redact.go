@@ -20,7 +20,10 @@ type span struct{ from, to int }
 //     DSNs such as "user:PASS@tcp(host:3306)/db"). The user info ends at the
 //     last '@', so a password with an unescaped '@', ':' or '/' is hidden
 //     whole; if a later part of the string holds an '@' too, more than the
-//     password is hidden, never less;
+//     password is hidden, never less. One string is both: a MySQL DSN
+//     whose password starts with "//" after a user that could be a URL
+//     scheme reads as that URL ("u://x@tcp(h)/db": user x, no password)
+//     and is not redacted;
 //   - the value of a password parameter (password=, passwd=, pwd=, any
 //     case) in a key=value DSN ("host=h password='s e c' user=u", the value
 //     quoted or ending at white space) or in a URL query ("?password=PASS",
@@ -165,7 +168,9 @@ func find(s string) []span {
 // userinfo finds the password of "[scheme://]user:PASS@rest".
 func userinfo(s string) (span, bool) {
 	start := 0
-	if i := strings.Index(s, "://"); i >= 0 {
+	// A "://" is a URL's only if its ':' is the string's first: in
+	// "user:PA://SS@tcp(h)/db" an earlier ':' ends a MySQL DSN's user.
+	if i := strings.Index(s, "://"); i >= 0 && strings.IndexByte(s, ':') == i {
 		j := i
 		for j > 0 && isSchemeChar(s[j-1]) {
 			j--

@@ -114,7 +114,14 @@ func FuzzDSN(f *testing.F) {
 		if pw == "" || strings.ContainsAny(user, ":@ \t\r\n") || strings.Contains(host, "@") || strings.Contains(redact.Mask, pw) {
 			return
 		}
-		for _, dsn := range []string{"postgres://" + user + ":" + pw + "@" + host + "/db", user + ":" + pw + "@tcp(" + host + ")/db"} {
+		// "u://x@tcp(h)/db" is also the URL of user x without a password
+		// (the ambiguity DSN's documentation states): not a MySQL DSN's.
+		ambiguous := strings.HasPrefix(pw, "//") && user != "" && ('a' <= user[0]|0x20 && user[0]|0x20 <= 'z') &&
+			strings.Trim(user, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+-.") == ""
+		for i, dsn := range []string{"postgres://" + user + ":" + pw + "@" + host + "/db", user + ":" + pw + "@tcp(" + host + ")/db"} {
+			if i == 1 && ambiguous {
+				continue
+			}
 			if got := redact.DSN(dsn); strings.Contains(got, ":"+pw+"@") {
 				t.Fatalf("DSN(%q) = %q", dsn, got)
 			}
