@@ -207,8 +207,13 @@ func checkDeadlock(t *testing.T, retried bool, errs [2]error, onRetry [2]error, 
 			deadlocks++
 		}
 	}
-	if deadlocks != 1 {
-		t.Errorf("%d transactions retried, want 1", deadlocks)
+	// One victim at least. Both may have retried: the victim's retry takes
+	// its locks in the same crossing order, and on a loaded machine it can
+	// lock its first row again before the survivor, woken by the victim's
+	// rollback, takes it — a second, real deadlock. Every retry must
+	// follow a deadlock and each delta must land once (below).
+	if deadlocks == 0 {
+		t.Error("no transaction retried, want the deadlock victim to")
 	}
 	if want := delta[0] + delta[1]; v1 != want || v2 != want {
 		t.Errorf("rows = %d, %d, want %d, %d", v1, v2, want, want)
