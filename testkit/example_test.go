@@ -98,3 +98,17 @@ func ExampleStartRabbitMQ() {
 		broker.Start(t)
 	}
 }
+
+// A clean restart, where Kill is a crash: the broker writes out what it
+// buffered (RabbitMQ keeps a queue declared just before it is stopped),
+// then Start brings it back on the same port with its data.
+func ExampleProc_Stop() {
+	_ = func(t *testing.T) {
+		broker := testkit.StartRabbitMQ(t)
+		url := "amqp://guest:guest@" + broker.Addr + "/"
+		testkit.AMQPQueue(t, testkit.AMQPConn(t, url), url, "orders")
+		broker.Stop(t)
+		broker.Start(t)
+		// ... "orders" is there; now a crash: broker.Kill(t) ...
+	}
+}
