@@ -3,6 +3,7 @@ package zklock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/url"
 	"sync"
 	"testing"
@@ -45,35 +46,29 @@ func (l trackingLocker) TryAcquire(ctx context.Context, key string, o *distlock.
 // go meanwhile: the suite has successors waiting while a holder expires.
 func waitNodeGone(t *testing.T, conn *zk.Conn, dir string, ls distlock.Lease) {
 	t.Helper()
-	timeout := time.NewTimer(30 * time.Second)
-	defer timeout.Stop()
-	for {
-		children, _, ch, err := conn.ChildrenW(dir)
+	var children []string
+	pollZK(t, func() (bool, error) {
+		var err error
+		children, _, err = conn.Children(dir)
 		if errors.Is(err, zk.ErrNoNode) {
-			return
+			return true, nil
 		}
 		if err != nil {
-			t.Fatal(err)
+			return false, err
 		}
-		found := false
 		for _, c := range children {
 			_, st, err := conn.Exists(dir + "/" + c)
 			if err != nil {
-				t.Fatal(err)
+				return false, err
 			}
 			if st != nil && st.Czxid == int64(ls.Token()) {
-				found = true
+				return false, nil
 			}
 		}
-		if !found {
-			return
-		}
-		select {
-		case <-ch:
-		case <-timeout.C:
-			t.Fatalf("%s: the lock node of token %d (children %v) was not deleted", dir, ls.Token(), children)
-		}
-	}
+		return true, nil
+	}, func() string {
+		return fmt.Sprintf("%s: the lock node of token %d (children %v) was not deleted", dir, ls.Token(), children)
+	})
 }
 
 // suite runs the shared conformance suite against servers (standalone or
