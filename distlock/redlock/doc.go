@@ -6,7 +6,11 @@
 // per-node timeout; after a failed attempt the lock is deleted (Lua
 // compare-and-delete) on EVERY master, also those that did not answer,
 // since a timed-out request may still have been applied (an attempt that
-// every master plainly refused has nothing to delete). Extend is a
+// every master plainly refused has nothing to delete). A failed attempt
+// returns once the masters that accepted it have answered their delete
+// (at most Config.CleanupTimeout; at once if its context ended), so the
+// next attempt, its own or another locker's, does not find it there; the
+// deletes on masters that did not answer go on in the background. Extend is a
 // compare-and-pexpire that must reach a majority again within the new
 // validity.
 //

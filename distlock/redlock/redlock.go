@@ -107,8 +107,9 @@ type Config struct {
 	// delete that gives up leaves the lock on that master until its TTL.
 	// The delete of a failed attempt's lock on a master (sent once that
 	// master's acquire request returned) is retried until the master
-	// answers, for up to the lock's TTL but at least CleanupTimeout.
-	// Zero means DefaultCleanupTimeout (1 s).
+	// answers, for up to the lock's TTL but at least CleanupTimeout; the
+	// failed attempt waits for those that accepted it, at most
+	// CleanupTimeout. Zero means DefaultCleanupTimeout (1 s).
 	CleanupTimeout time.Duration
 }
 
@@ -397,14 +398,18 @@ func (l *Locker) ask(ctx context.Context, deadline time.Time, idx []int, do op, 
 		l.bg.Go(func() {
 			var r reply
 			r.n, r.err = do(rctx, l.nodes[i])
-			var done, drop bool
+			var done, drop, counted bool
 			if f != nil {
-				done, drop = f.returned(i) // before the send: the decision may follow it at once
+				// Before the send: the decision may follow it at once.
+				done, drop, counted = f.returned(i, r.err == nil && r.n == redisnode.Acquired)
 			}
 			out <- r
 			finished() // after the send: a caller that sees rctx end finds every reply in out
 			if f != nil {
 				l.settle(ctx, f, i, r, done, drop)
+				if counted {
+					f.settled()
+				}
 			}
 		})
 	}
@@ -455,6 +460,12 @@ type flight struct {
 	done     bool   // decided (guarded copy of the channel's state)
 	drop     bool   // the lock must go: failed, or released
 	inflight []bool // master i's acquire request has not returned yet
+	// undo counts the masters that answered "acquired" while the lock
+	// might have to go (undecided, or dropped) and have not yet been
+	// through settle; undone, when a failed attempt waits, is closed as
+	// undo reaches zero.
+	undo   int
+	undone chan struct{}
 }
 
 func (l *Locker) newFlight(keys redisnode.Keys, value string, tok fenced.Token, ttl time.Duration) *flight {
@@ -470,14 +481,52 @@ func (f *flight) decide(failed bool) {
 	close(f.decided)
 }
 
-// returned records that master i's acquire request returned and reports
-// whether the attempt was already decided and, if so, whether the lock
-// must go.
-func (f *flight) returned(i int) (done, drop bool) {
+// returned records that master i's acquire request returned, and whether
+// that master took the lock, and reports whether the attempt was already
+// decided and, if so, whether the lock must go. counted says the master
+// is in undo: settle's caller must call settled.
+func (f *flight) returned(i int, took bool) (done, drop, counted bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.inflight[i] = false
-	return f.done, f.drop
+	if took && (!f.done || f.drop) {
+		f.undo++
+		counted = true
+	}
+	return f.done, f.drop, counted
+}
+
+// settled records that a master counted in undo has been through settle
+// (its delete answered or gave up, or the attempt succeeded).
+func (f *flight) settled() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.undo--; f.undo == 0 && f.undone != nil {
+		close(f.undone)
+		f.undone = nil
+	}
+}
+
+// awaitUndo waits until every master that accepted the failed attempt
+// has been through its delete, at most bound, or until ctx ends. Without
+// it a TryAcquire right after a failed one (or the holder's Release) could
+// meet the failed attempt's value on the masters that took it.
+func (f *flight) awaitUndo(ctx context.Context, bound time.Duration) {
+	f.mu.Lock()
+	if f.undo == 0 {
+		f.mu.Unlock()
+		return
+	}
+	ch := make(chan struct{})
+	f.undone = ch
+	f.mu.Unlock()
+	timer := time.NewTimer(bound)
+	defer timer.Stop()
+	select {
+	case <-ch:
+	case <-timer.C:
+	case <-ctx.Done():
+	}
 }
 
 // settle runs in master i's goroutine after its acquire reply r was
@@ -604,11 +653,14 @@ func (l *Locker) try(ctx context.Context, key string, o distlock.Options, st *at
 			return nil, false, err
 		}
 		// Failed: every master that took the lock or did not answer
-		// deletes it, in the background, once its request returned.
+		// deletes it, in the background, once its request returned. The
+		// attempt returns once the masters that took it have answered
+		// their delete (at most CleanupTimeout), not on cancellation.
 		f.decide(true)
 		if cerr := ctx.Err(); cerr != nil {
 			return nil, false, errors.Join(distlock.ErrNotAcquired, cerr)
 		}
+		f.awaitUndo(ctx, l.cfg.CleanupTimeout)
 		// A higher token already acquired on some master: mint anew.
 		return nil, t.stale > 0, l.notAcquired(key, t)
 	})
