@@ -1,0 +1,328 @@
+package chaos
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/concurkit/concurkit"
+)
+
+// Defaults of Config's zero fields.
+const (
+	DefaultWorkers  = 5
+	DefaultDuration = 30 * time.Second
+	DefaultTTL      = time.Second
+)
+
+// ErrInvalidConfig matches the errors Run returns for a Config it cannot
+// run (it also matches concurkit.ErrInvalidArgument).
+var ErrInvalidConfig = concurkit.InvalidArgumentError("chaos: invalid config")
+
+// Config describes one run. Zero fields mean their defaults.
+type Config struct {
+	// Workload is "counter" (the fenced counter) or "register". Required.
+	Workload string
+	// Backend is the system under test: for counter a lock backend
+	// ("redis", "redlock", "zookeeper", "etcd", "dynamodb", "postgres"),
+	// for register a database ("postgres", "mysql", "dynamodb"). Required.
+	Backend string
+	// Unsafe runs the negative control: the workload with its safety
+	// mechanism off (counter: no fencing). A run whose checker finds
+	// nothing there says little about the safe run.
+	Unsafe bool
+	// Workers is the number of client processes. Default DefaultWorkers.
+	Workers int
+	// Duration is how long clients run. Default DefaultDuration.
+	Duration time.Duration
+	// TTL is the lease TTL, which also scales the faults' durations.
+	// Default DefaultTTL.
+	TTL time.Duration
+	// Interval is the mean quiet time between faults. Default the TTL.
+	Interval time.Duration
+	// Nemeses are the kinds of fault to inject (see Nemeses); nil means
+	// all, an empty non-nil slice none.
+	Nemeses []string
+	// Seed fixes the fault plan and the clients' random choices. Zero
+	// picks one at random (reported in the Summary).
+	Seed uint64
+	// Endpoints are the servers. The zero value means EndpointsFromEnv.
+	Endpoints *Endpoints
+	// Options are workload settings ("isolation", "sql_mode", …; see the
+	// workloads).
+	Options map[string]string
+	// Command is the argv that starts a client process: a program whose
+	// main calls WorkerMain when IsWorker. Default: this executable, no
+	// arguments.
+	Command []string
+	// Out is a directory to write history.jsonl, faults.jsonl,
+	// report.json and summary.txt to. Empty writes nothing.
+	Out string
+	// Progress, if set, receives a line per fault as it ends.
+	Progress io.Writer
+}
+
+// Summary is the outcome of a run.
+type Summary struct {
+	Workload string        `json:"workload"`
+	Backend  string        `json:"backend"`
+	Unsafe   bool          `json:"unsafe"`
+	Seed     uint64        `json:"seed"`
+	Duration time.Duration `json:"duration"`
+	Workers  int           `json:"workers"`
+	// Ops counts the history's operations by kind and outcome
+	// ("incr/ok").
+	Ops map[string]int `json:"ops"`
+	// Faults counts the faults injected by kind (those that could not be
+	// injected are in Skipped).
+	Faults  map[string]int `json:"faults"`
+	Skipped int            `json:"skipped,omitempty"`
+	// Report is the checker's verdict.
+	Report *Report `json:"report"`
+}
+
+// String formats the summary for a terminal.
+func (s *Summary) String() string {
+	var b strings.Builder
+	mode := "safe"
+	if s.Unsafe {
+		mode = "unsafe (negative control)"
+	}
+	fmt.Fprintf(&b, "chaos %s on %s, %s: %d clients, %s, seed %d\n", s.Workload, s.Backend, mode, s.Workers, s.Duration.Round(time.Millisecond), s.Seed)
+	fmt.Fprintf(&b, "  operations: %s\n", counts(s.Ops))
+	fmt.Fprintf(&b, "  faults:     %s", counts(s.Faults))
+	if s.Skipped > 0 {
+		fmt.Fprintf(&b, " (%d not injected)", s.Skipped)
+	}
+	fmt.Fprintf(&b, "\n  anomalies:  %s\n", counts(s.Report.Counts))
+	for _, n := range s.Report.Notes {
+		fmt.Fprintf(&b, "  note: %s\n", n)
+	}
+	verdict := "VALID"
+	if !s.Report.Valid {
+		verdict = "INVALID"
+	}
+	fmt.Fprintf(&b, "  verdict:    %s\n", verdict)
+	return b.String()
+}
+
+func counts(m map[string]int) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// workload is one of the harness's workloads.
+type workload interface {
+	// systems lists the servers the workload uses with backend, or an
+	// error for a backend it does not support.
+	systems(backend string) ([]string, error)
+	// setup prepares storage for the run (direct endpoints).
+	setup(ctx context.Context, e *env) error
+	// client is one client process's loop, until ctx ends (proxied
+	// endpoints).
+	client(ctx context.Context, c *client) error
+	// check judges the history against what storage holds.
+	check(ctx context.Context, e *env, ops []Op) (*Report, error)
+	// teardown removes what setup made.
+	teardown(ctx context.Context, e *env) error
+}
+
+var workloads = map[string]workload{"counter": counterWorkload{}}
+
+// Workloads lists the workload names Config.Workload accepts.
+func Workloads() []string { return slices.Sorted(maps.Keys(workloads)) }
+
+// Run runs a workload against its backend with faults injected, checks
+// the recorded history and returns the summary. It returns an error (and
+// no verdict) when the run itself could not be carried out: a bad Config
+// (ErrInvalidConfig), a server that does not answer at setup, a client
+// process that failed on its own, ctx ending.
+func Run(ctx context.Context, cfg *Config) (*Summary, error) {
+	c, e, err := resolve(cfg)
+	if err != nil {
+		return nil, err
+	}
+	w := workloads[c.Workload]
+	systems, _ := w.systems(c.Backend) // checked by resolve
+	direct := e.Endpoints
+	px, proxied, err := startProxies(direct, systems)
+	if err != nil {
+		return nil, err
+	}
+	defer px.close()
+	if err := w.setup(ctx, &e); err != nil {
+		return nil, err
+	}
+	defer func() { _ = w.teardown(context.WithoutCancel(ctx), &e) }()
+
+	var hist History
+	s := spec{env: e}
+	s.Endpoints = proxied
+	crew := newCrew(c.Command, s, &hist)
+	for range c.Workers {
+		if err := crew.start(); err != nil {
+			_ = crew.stop(time.Second, nil)
+			return nil, err
+		}
+	}
+	start := time.Now()
+	nctx, cancel := context.WithTimeout(ctx, c.Duration)
+	n := &nemesis{crew: crew, proxies: px, killed: map[int]bool{}}
+	faults := n.run(nctx, plan(c.Seed, c.Duration, c.TTL, c.Interval, c.Nemeses), func(f Fault) {
+		if c.Progress != nil {
+			fmt.Fprintf(c.Progress, "%7.1fs %-7s %-12s %s%s\n", time.Since(start).Seconds(), f.Kind, f.Target, f.For.Round(time.Millisecond), errSuffix(f.Error))
+		}
+	})
+	<-nctx.Done()
+	cancel()
+	elapsed := time.Since(start)
+	stopErr := crew.stop(10*time.Second+2*c.TTL, n.killed)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if stopErr != nil {
+		return nil, stopErr
+	}
+	ops := hist.Ops()
+	rep, err := w.check(ctx, &e, ops)
+	if err != nil {
+		return nil, err
+	}
+	sum := &Summary{Workload: c.Workload, Backend: c.Backend, Unsafe: c.Unsafe, Seed: c.Seed, Duration: elapsed,
+		Workers: c.Workers, Ops: map[string]int{}, Faults: map[string]int{}, Report: rep}
+	for _, op := range ops {
+		sum.Ops[op.Kind+"/"+op.Outcome.String()]++
+	}
+	for _, f := range faults {
+		if f.Error != "" {
+			sum.Skipped++
+		} else {
+			sum.Faults[f.Kind]++
+		}
+	}
+	if c.Out != "" {
+		if err := writeOut(c.Out, sum, ops, faults); err != nil {
+			return sum, err
+		}
+	}
+	return sum, nil
+}
+
+func errSuffix(s string) string {
+	if s == "" {
+		return ""
+	}
+	return " (not injected: " + s + ")"
+}
+
+// resolve checks cfg and applies the defaults, on a copy.
+func resolve(cfg *Config) (Config, env, error) {
+	if cfg == nil {
+		return Config{}, env{}, fmt.Errorf("%w: nil config", ErrInvalidConfig)
+	}
+	c := *cfg
+	w, ok := workloads[c.Workload]
+	if !ok {
+		return c, env{}, fmt.Errorf("%w: workload %q (want one of %s)", ErrInvalidConfig, c.Workload, strings.Join(Workloads(), ", "))
+	}
+	if _, err := w.systems(c.Backend); err != nil {
+		return c, env{}, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	if c.Workers < 0 || c.Duration < 0 || c.TTL < 0 || c.Interval < 0 {
+		return c, env{}, fmt.Errorf("%w: negative workers, duration, ttl or interval", ErrInvalidConfig)
+	}
+	if c.Workers == 0 {
+		c.Workers = DefaultWorkers
+	}
+	if c.Duration == 0 {
+		c.Duration = DefaultDuration
+	}
+	if c.TTL == 0 {
+		c.TTL = DefaultTTL
+	}
+	if c.Interval == 0 {
+		c.Interval = c.TTL
+	}
+	if c.Nemeses == nil {
+		c.Nemeses = Nemeses
+	}
+	for _, k := range c.Nemeses {
+		if !slices.Contains(Nemeses, k) {
+			return c, env{}, fmt.Errorf("%w: nemesis %q (want some of %s)", ErrInvalidConfig, k, strings.Join(Nemeses, ", "))
+		}
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	if c.Seed == 0 {
+		for _, x := range b {
+			c.Seed = c.Seed<<8 | uint64(x)
+		}
+		c.Seed >>= 12 // short enough to type back in
+	}
+	if len(c.Command) == 0 {
+		exe, err := os.Executable()
+		if err != nil {
+			return c, env{}, fmt.Errorf("chaos: find this executable: %w", err)
+		}
+		c.Command = []string{exe}
+	}
+	eps := EndpointsFromEnv()
+	if c.Endpoints != nil {
+		eps = *c.Endpoints
+	}
+	e := env{Workload: c.Workload, Backend: c.Backend, Unsafe: c.Unsafe, Seed: c.Seed, TTL: c.TTL,
+		Endpoints: eps, Options: c.Options, Run: "chaos_" + hex.EncodeToString(b[:4])}
+	return c, e, nil
+}
+
+// writeOut writes a run's files to dir.
+func writeOut(dir string, s *Summary, ops []Op, faults []Fault) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("chaos: %w", err)
+	}
+	var errs []error
+	write := func(name string, fn func(io.Writer) error) {
+		f, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			errs = append(errs, err)
+			return
+		}
+		errs = append(errs, fn(f), f.Close())
+	}
+	write("history.jsonl", func(w io.Writer) error { return WriteHistory(w, ops) })
+	write("faults.jsonl", func(w io.Writer) error {
+		enc := json.NewEncoder(w)
+		for _, f := range faults {
+			if err := enc.Encode(f); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	write("report.json", func(w io.Writer) error {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(s)
+	})
+	write("summary.txt", func(w io.Writer) error { _, err := io.WriteString(w, s.String()); return err })
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("chaos: write %s: %w", dir, err)
+	}
+	return nil
+}
