@@ -35,7 +35,7 @@ func commandPaths(c *command) [][]string {
 func TestEveryCommandHelp(t *testing.T) {
 	r := root()
 	paths := commandPaths(r)
-	if len(paths) != 9 { // concurkit, bench, demo, simulate, migrate, migrate up|down|version|template
+	if len(paths) != 10 { // concurkit, bench, chaos, demo, simulate, migrate, migrate up|down|version|template
 		t.Fatalf("%d commands: %q", len(paths), paths)
 	}
 	for _, path := range paths {
@@ -111,6 +111,12 @@ func TestCommandLineErrors(t *testing.T) {
 		{[]string{"simulate", "--max-time", "-1s"}, "--max-time"},
 		{[]string{"simulate", "--trace"}, "--trace: needs --out"},
 		{[]string{"simulate", "--timeout", "soon"}, "-timeout"},
+		{[]string{"chaos"}, "--backend: required"},
+		{[]string{"chaos", "--backend", "mysql"}, `counter backend "mysql"`},
+		{[]string{"chaos", "--workload", "queue", "--backend", "redis"}, `workload "queue"`},
+		{[]string{"chaos", "--backend", "redis", "--nemesis", "flood"}, `nemesis "flood"`},
+		{[]string{"chaos", "--backend", "redis", "--options", "isolation"}, "--options: \"isolation\" is not key=value"},
+		{[]string{"chaos", "--backend", "redis", "--workers", "-2"}, "negative workers"},
 		{[]string{"migrate", "up"}, "--dialect: required"},
 		{[]string{"migrate", "up", "--dialect", "oracle", "--dsn", "x"}, `--dialect: unknown dialect "oracle"`},
 		{[]string{"migrate", "version", "--dialect", "postgres"}, "--dsn: required"},

@@ -4,6 +4,7 @@
 //
 // Usage:
 //
+//	concurkit chaos    [flags]            fault injection + history checker (safe run and negative control)
 //	concurkit demo     [flags]            64 concurrent buyers of the last item, per strategy
 //	concurkit simulate [flags]            deadlock simulator (2PL with a wait-for graph)
 //	concurkit migrate  up|down|version    concurkit's own tables (history: concurkit_schema_migrations)
@@ -24,6 +25,8 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/concurkit/concurkit/chaos"
 )
 
 // root is the command tree. Its leaves' run functions live next to their
@@ -38,11 +41,14 @@ two-phase-locking simulator.`,
 		example: `concurkit bench --db postgres --workload counter --rows 1,16 --workers 8
 concurkit demo
 concurkit migrate up --dialect postgres --dsn postgres://app@localhost/app`,
-		subs: []*command{benchCommand(), demoCommand(), simulateCommand(), migrateCommand()},
+		subs: []*command{benchCommand(), chaosCommand(), demoCommand(), simulateCommand(), migrateCommand()},
 	}
 }
 
 func main() {
+	if chaos.IsWorker() { // a client process of a chaos run
+		os.Exit(chaos.WorkerMain())
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := mainExit(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

@@ -1,0 +1,73 @@
+package chaos
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+// TestCheckCounter feeds the checker logs it must reject, one anomaly each,
+// and one it must accept.
+func TestCheckCounter(t *testing.T) {
+	inc := func(p int, seq int64, tok, v int64, o Outcome) Op {
+		return Op{Process: p, Seq: seq, Kind: "incr", Token: tok, Arg: v, Outcome: o}
+	}
+	ok := []Op{inc(1, 1, 1, 1, OK), inc(2, 1, 2, 2, OK), inc(1, 2, 3, 3, Unknown), inc(2, 2, 4, 3, Fail)}
+	okLog := []logRow{{1, 1, 1, 1}, {2, 1, 2, 2}, {1, 2, 3, 3}}
+	for _, tc := range []struct {
+		name  string
+		ops   []Op
+		log   []logRow
+		final int64
+		want  []string
+	}{
+		{"valid, ambiguous committed", ok, okLog, 3, nil},
+		{"valid, ambiguous lost", ok, okLog[:2], 2, nil},
+		{"lost update", ok, []logRow{{1, 1, 1, 1}, {2, 1, 2, 1}}, 1, []string{"lost-update"}},
+		{"lost ack", ok, []logRow{{1, 1, 1, 1}}, 1, []string{"lost-ack"}},
+		{"stale write", ok, []logRow{{1, 1, 2, 1}, {2, 1, 1, 2}}, 2, []string{"stale-write"}},
+		{"phantom", ok, []logRow{{1, 1, 1, 1}, {2, 1, 2, 2}, {2, 2, 4, 3}}, 3, []string{"phantom"}},
+		{"final", ok, okLog[:2], 5, []string{"final"}},
+	} {
+		r := checkCounter(tc.ops, tc.log, tc.final)
+		var got []string
+		for k := range r.Counts {
+			got = append(got, k)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, tc.want) || r.Valid != (len(tc.want) == 0) {
+			t.Errorf("%s: anomalies %v (valid %v), want %v\n%+v", tc.name, got, r.Valid, tc.want, r.Anomalies)
+		}
+	}
+}
+
+// TestPlan: the fault plan follows from the seed alone, fills the run and
+// draws only the kinds asked for.
+func TestPlan(t *testing.T) {
+	a := plan(7, time.Minute, time.Second, time.Second, Nemeses)
+	b := plan(7, time.Minute, time.Second, time.Second, Nemeses)
+	if !slices.Equal(a, b) {
+		t.Fatal("same seed, different plans")
+	}
+	if c := plan(8, time.Minute, time.Second, time.Second, Nemeses); slices.Equal(a, c) {
+		t.Fatal("different seeds, same plan")
+	}
+	var total time.Duration
+	kinds := map[string]int{}
+	for _, f := range a {
+		total += f.Gap + f.For
+		kinds[f.Kind]++
+		if f.Kind == NemesisPause && (f.For < time.Second || f.For > 3*time.Second) {
+			t.Errorf("pause of %s, want 1-3 TTL", f.For)
+		}
+	}
+	if total < time.Minute || len(kinds) != len(Nemeses) {
+		t.Errorf("plan covers %s with kinds %v", total, kinds)
+	}
+	if p := plan(7, time.Minute, time.Second, time.Second, []string{NemesisKill}); len(p) == 0 || p[0].Kind != NemesisKill {
+		t.Errorf("kill-only plan: %+v", p)
+	}
+	if p := plan(7, time.Minute, time.Second, time.Second, nil); p != nil {
+		t.Errorf("no nemesis, plan %+v", p)
+	}
+}
