@@ -1,0 +1,51 @@
+// Package chaos is concurkit's fault-injection harness: it runs a workload
+// against a real backend from several client processes, injects faults from
+// a seed, records every operation's invocation and completion (the
+// ambiguous ones marked as such), and checks the history — the approach of
+// Jepsen and of etcd's robustness tests, built so that the toolkit finds
+// its own safety bugs before a user does, and so that a user can point it
+// at their own servers.
+//
+// # Workloads
+//
+//   - counter: each client takes the lease of one lock key (redis, redlock,
+//     zookeeper, etcd, dynamodb or postgres backend), reads a counter in
+//     PostgreSQL, thinks, writes the value + 1 and a log row in one
+//     transaction, and releases. The read and the write carry the lease's
+//     fencing token through fencedpg; the checker reads the log in commit
+//     order and reports lost updates, stale writes (a lower token accepted
+//     after a higher one), lost acknowledgements, phantoms and a final value
+//     that disagrees with the log.
+//   - register: read, write and compare-and-set on a few keys, checked for
+//     linearizability with porcupine (see register.go).
+//
+// # Nemeses
+//
+// One fault at a time, drawn from the seed (see Fault and Nemeses): client
+// processes SIGSTOPped for 1–3× the lease TTL (the GC pause; lease holders
+// are preferred) or SIGKILLed and replaced, and, through an in-process
+// Toxiproxy in front of every server, added latency, reset connections,
+// answers dropped after the request reached the server (what makes a
+// driver or SDK retry an applied write), and frozen servers.
+//
+// # Negative controls
+//
+// Config.Unsafe runs the same workload with its safety mechanism off (the
+// counter without fencing). A harness that finds nothing there has faults
+// too weak to judge the safe run, so the tests run both, with the same
+// seed, and assert both verdicts.
+//
+// # Client processes
+//
+// Run starts Config.Command (default: the running executable) once per
+// client, with the client's settings in the environment; that program's
+// main, or its TestMain, must hand over to WorkerMain when IsWorker
+// reports true. `concurkit chaos` does, so the command line is the easiest
+// way in:
+//
+//	concurkit chaos --workload counter --backend etcd --duration 60s --seed 7 --out /tmp/chaos
+//
+// Clients write their operations to standard output as JSON lines, one
+// line per invocation and one per completion, so a killed client leaves
+// its last operation Pending in the history instead of losing it.
+package chaos
