@@ -7,6 +7,8 @@
 #   make bench-full the full grid (about an hour; what bench/results/ holds)
 #   make bench-peers concurkit's locks and helpers vs the libraries people use
 #                   (interleaved, benchstat confidence intervals; ~4 min)
+#   make chaos      the long fault-injection runs (every backend, fencing on and
+#                   off; ~30 min; summaries in chaos/results/)
 #   make status     which servers are up
 #   make down       stop the servers started by scripts/services.sh
 #   make unit | fuzz | vet | fmt-check    single phases of `make test`
@@ -48,7 +50,7 @@ FUZZ         ?= internal/ident:FuzzPostgres internal/ident:FuzzMySQL \
 # Load the servers' endpoints (CONCURKIT_*) into the recipe's shell.
 WITH_ENV := eval "$$($(SERVICES) env)";
 
-.PHONY: services status test vet fmt-check unit fuzz bench bench-full bench-peers down
+.PHONY: services status test vet fmt-check unit fuzz bench bench-full bench-peers chaos down
 
 services:
 	@$(TIMED) "services up" $(SERVICES) up --profile fast
@@ -98,6 +100,9 @@ bench-peers:
 bench-full:
 	@$(TIMED) "services up (durable)" $(SERVICES) up --profile durable
 	@$(WITH_ENV) $(TIMED) "concurkit bench --grid full" $(GO) run ./cmd/concurkit bench --grid full --out bench/results $(BENCHFLAGS)
+
+chaos: services
+	@$(WITH_ENV) $(TIMED) "chaos" scripts/chaos.sh
 
 status:
 	@$(SERVICES) status

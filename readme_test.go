@@ -19,8 +19,8 @@ func TestReadmeCode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := strings.Count(string(readme), "\n"); n > 340 {
-		t.Errorf("README.md has %d lines: keep it under 340 (details belong in package docs)", n)
+	if n := strings.Count(string(readme), "\n"); n > 345 {
+		t.Errorf("README.md has %d lines: keep it under 345 (details belong in package docs)", n)
 	}
 	var tests []string
 	err = filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {

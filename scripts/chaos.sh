@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The long chaos runs behind `make chaos`: every counter backend with
+# fencing on and off (the negative control), the same seed for both, and
+# the register workload on every database where it is built. Each run's
+# summary goes to chaos/results/<workload>-<backend>[-unsafe].txt (its
+# history, faults and report to $CHAOS_OUT/<name>/, not committed).
+# Environment: CHAOS_DURATION (default 120s), CHAOS_TTL (500ms),
+# CHAOS_SEED (1), CHAOS_COUNTER and CHAOS_REGISTER (backend lists),
+# CHAOS_OUT (default a temporary directory).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+duration=${CHAOS_DURATION:-120s} ttl=${CHAOS_TTL:-500ms} seed=${CHAOS_SEED:-1}
+counter=${CHAOS_COUNTER:-redis redlock zookeeper etcd dynamodb postgres}
+register=${CHAOS_REGISTER:-postgres mysql dynamodb}
+out=${CHAOS_OUT:-$(mktemp -d)}
+bin=$out/concurkit
+go build -o "$bin" ./cmd/concurkit
+mkdir -p chaos/results
+status=0
+run() { # name, then concurkit chaos flags; an INVALID verdict is expected for -unsafe
+	local name=$1 rc=0; shift
+	echo "== $name"
+	"$bin" chaos --duration "$duration" --ttl "$ttl" --seed "$seed" --out "$out/$name" "$@" >"$out/$name.log" 2>&1 || rc=$?
+	tail -n +1 "$out/$name.log" | grep -v '^ *[0-9.]*s ' || true
+	if [[ -f $out/$name/summary.txt ]]; then
+		cp "$out/$name/summary.txt" "chaos/results/$name.txt"
+	fi
+	case "$name:$rc" in
+	*-unsafe:1 | *-unsafe:0 | *:0) ;;
+	*) status=1 ;;
+	esac
+}
+for b in $counter; do
+	run "counter-$b" --workload counter --backend "$b"
+	run "counter-$b-unsafe" --workload counter --backend "$b" --unsafe
+done
+for b in $register; do
+	run "register-$b" --workload register --backend "$b"
+	run "register-$b-unsafe" --workload register --backend "$b" --unsafe
+done
+echo "histories, faults and reports: $out"
+exit $status
