@@ -1,6 +1,7 @@
 package chaos_test
 
 import (
+	"cmp"
 	"errors"
 	"testing"
 	"time"
@@ -16,6 +17,8 @@ func endpoints(t *testing.T, backend string) *chaos.Endpoints {
 	t.Helper()
 	e := &chaos.Endpoints{Postgres: testkit.PostgresServerURL(t)}
 	switch backend {
+	case "mysql":
+		e.MySQL = testkit.MySQLServerDSN(t)
 	case "redis":
 		e.Redis = testkit.RedisAddr(t)
 	case "etcd":
@@ -27,28 +30,43 @@ func endpoints(t *testing.T, backend string) *chaos.Endpoints {
 	return e
 }
 
-// TestCounter is the short form of the fenced-counter runs that CI makes:
-// with every nemesis, fencing on must leave no anomaly, and the same seed
-// with fencing off must show one — if it does not, the run's faults were
-// too weak to mean anything.
-func TestCounter(t *testing.T) {
-	for _, backend := range []string{"redis", "etcd"} {
+// TestChaos is the short form of the runs CI makes, every nemesis on: the
+// safe run must leave no anomaly, and the same seed with the safety
+// mechanism off (fencing, the atomic limiter, the version check) must show
+// one — if it does not, the run's faults were too weak to mean anything.
+func TestChaos(t *testing.T) {
+	for _, tc := range []struct {
+		workload, backend string
+		effect            string // an op kind/outcome the run must have
+		nemeses           []string
+		options           map[string]string
+		ttl               time.Duration // default 300ms
+	}{
+		// Counter: pauses are what a missing fence needs, and a think time
+		// long enough that a pause usually lands between read and write.
+		{"counter", "redis", "incr/ok", counterNemeses, counterOptions, 0},
+		{"ratelimit", "redis", "allow/ok", nil, nil, 0},
+		{"register", "postgres", "cas/ok", nil, nil, 0},
+		{"register", "mysql", "cas/ok", nil, map[string]string{"sql_mode": "SIMULTANEOUS_ASSIGNMENT"}, 0},
+	} {
 		for _, unsafe := range []bool{false, true} {
-			name := backend + "/safe"
+			name := tc.workload + "/" + tc.backend + "/safe"
 			if unsafe {
-				name = backend + "/unsafe"
+				name = tc.workload + "/" + tc.backend + "/unsafe"
 			}
 			t.Run(name, func(t *testing.T) {
+				ttl := cmp.Or(tc.ttl, 300*time.Millisecond)
 				s, err := chaos.Run(t.Context(), &chaos.Config{
-					Workload: "counter", Backend: backend, Unsafe: unsafe, Endpoints: endpoints(t, backend),
-					Duration: 10 * time.Second, TTL: 300 * time.Millisecond, Seed: 20261207, Out: t.TempDir(),
+					Workload: tc.workload, Backend: tc.backend, Unsafe: unsafe, Endpoints: endpoints(t, tc.backend),
+					Duration: 8 * time.Second, TTL: ttl, Seed: 20261207, Out: t.TempDir(),
+					Nemeses: tc.nemeses, Options: tc.options,
 				})
 				if err != nil {
 					t.Fatal(err)
 				}
 				t.Log(s)
-				if s.Ops["incr/ok"] == 0 || s.Faults[chaos.NemesisPause] == 0 {
-					t.Fatalf("no increment or no pause: the run proves nothing\n%s", s)
+				if s.Ops[tc.effect] == 0 || s.Faults[chaos.NemesisPause] == 0 {
+					t.Fatalf("no %s or no pause: the run proves nothing\n%s", tc.effect, s)
 				}
 				if unsafe == s.Report.Valid {
 					t.Errorf("verdict %v with unsafe=%v: %+v", s.Report.Valid, unsafe, s.Report.Anomalies)
@@ -57,6 +75,11 @@ func TestCounter(t *testing.T) {
 		}
 	}
 }
+
+var (
+	counterNemeses = []string{chaos.NemesisPause, chaos.NemesisKill, chaos.NemesisDrop, chaos.NemesisReset}
+	counterOptions = map[string]string{"think": "50ms"}
+)
 
 // TestRunConfig: a Config Run cannot carry out is an error before any
 // server is touched.

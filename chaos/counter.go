@@ -50,6 +50,9 @@ import (
 //   - phantom: a logged increment the client was told failed;
 //   - final: the counter's value is not the last logged value.
 //
+// Options: "think", the longest random pause between read and write (a
+// duration; default 10ms).
+//
 // Increments whose COMMIT got no answer (or whose process was killed) are
 // ambiguous: either way is accepted, and their number is noted.
 type counterWorkload struct{}
@@ -180,6 +183,12 @@ func locker(ctx context.Context, e *env, pool *pgxpool.Pool) (distlock.Locker, f
 	return nil, nil, fmt.Errorf("chaos: unknown lock backend %q", e.Backend)
 }
 
+// counterThink is the default of Options["think"]: the longest random
+// pause between a client's read and its write. The longer it is, the more
+// often a client pause lands between the two, which is where a missing
+// fence shows.
+const counterThink = 10 * time.Millisecond
+
 // opTimeout bounds one storage operation, so that a frozen server or a
 // dropped answer costs a client at most this long.
 func opTimeout(ttl time.Duration) time.Duration { return max(2*ttl, time.Second) }
@@ -196,7 +205,12 @@ func (counterWorkload) client(ctx context.Context, c *client) error {
 	}
 	defer closeLocker()
 	table := fenced.Table{Name: c.Run, KeyColumn: "id"}
-	think := 10 * time.Millisecond
+	think := counterThink
+	if v, ok := c.Options["think"]; ok {
+		if think, err = time.ParseDuration(v); err != nil || think < 0 {
+			return fmt.Errorf("%w: counter option think=%q: want a duration", ErrInvalidConfig, v)
+		}
+	}
 	for ctx.Err() == nil {
 		acq := c.invoke(Op{Kind: "acquire", Key: "counter"})
 		actx, cancel := context.WithTimeout(ctx, 5*c.TTL)
@@ -235,7 +249,7 @@ func (c *client) holdAndIncrement(ctx context.Context, pool *pgxpool.Pool, table
 	}
 	read.Ret = v
 	c.complete(read, OK, nil)
-	if t := time.Duration(c.rng.Int64N(int64(think))); t > 0 {
+	if t := time.Duration(c.rng.Int64N(int64(think) + 1)); t > 0 {
 		time.Sleep(t) // the work between read and write: a pause lands here too
 	}
 	inc := c.invoke(Op{Kind: "incr", Key: "counter", Token: int64(token), Arg: v + 1})

@@ -16,8 +16,17 @@
 //     order and reports lost updates, stale writes (a lower token accepted
 //     after a higher one), lost acknowledgements, phantoms and a final value
 //     that disagrees with the log.
-//   - register: read, write and compare-and-set on a few keys, checked for
-//     linearizability with porcupine (see register.go).
+//   - register: read, write and compare-and-set on a few keys through the
+//     optimistic adapters (postgres, mysql, dynamodb), checked for
+//     linearizability with porcupine, per key and time-bounded; the
+//     visualisation of a key that fails is written to Config.Out.
+//   - idempotent: a net/http server in each client process, its handler
+//     behind idempotency.Middleware (keys on postgres, mysql or dynamodb);
+//     clients cancel a share of their attempts at random points and retry
+//     until they get an answer. Checked: at most one effect per key, and the
+//     answer a client accepted is the effect that committed.
+//   - ratelimit: clients ask a fixed-window limiter (redis or postgres) for
+//     one key; no window may admit more than the limit.
 //
 // # Nemeses
 //
@@ -30,8 +39,10 @@
 //
 // # Negative controls
 //
-// Config.Unsafe runs the same workload with its safety mechanism off (the
-// counter without fencing). A harness that finds nothing there has faults
+// Config.Unsafe runs the same workload with its safety mechanism off: the
+// counter without fencing, the register's cas without its version check,
+// the HTTP handler without idempotency keys, a check-then-increment rate
+// limiter. A harness that finds nothing there has faults
 // too weak to judge the safe run, so the tests run both, with the same
 // seed, and assert both verdicts.
 //

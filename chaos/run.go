@@ -31,11 +31,13 @@ var ErrInvalidConfig = concurkit.InvalidArgumentError("chaos: invalid config")
 
 // Config describes one run. Zero fields mean their defaults.
 type Config struct {
-	// Workload is "counter" (the fenced counter) or "register". Required.
+	// Workload is "counter" (the fenced counter), "register",
+	// "idempotent" or "ratelimit" (see the package doc). Required.
 	Workload string
 	// Backend is the system under test: for counter a lock backend
 	// ("redis", "redlock", "zookeeper", "etcd", "dynamodb", "postgres"),
-	// for register a database ("postgres", "mysql", "dynamodb"). Required.
+	// for register and idempotent a database ("postgres", "mysql",
+	// "dynamodb"), for ratelimit "redis" or "postgres". Required.
 	Backend string
 	// Unsafe runs the negative control: the workload with its safety
 	// mechanism off (counter: no fencing). A run whose checker finds
@@ -143,7 +145,12 @@ type workload interface {
 	teardown(ctx context.Context, e *env) error
 }
 
-var workloads = map[string]workload{"counter": counterWorkload{}}
+var workloads = map[string]workload{
+	"counter":    counterWorkload{},
+	"register":   registerWorkload{},
+	"idempotent": idempotentWorkload{},
+	"ratelimit":  ratelimitWorkload{},
+}
 
 // Workloads lists the workload names Config.Workload accepts.
 func Workloads() []string { return slices.Sorted(maps.Keys(workloads)) }
@@ -286,8 +293,15 @@ func resolve(cfg *Config) (Config, env, error) {
 	if c.Endpoints != nil {
 		eps = *c.Endpoints
 	}
+	opts := maps.Clone(c.Options)
+	if c.Out != "" {
+		if opts == nil {
+			opts = map[string]string{}
+		}
+		opts["out"] = c.Out // where a checker writes its visualisations
+	}
 	e := env{Workload: c.Workload, Backend: c.Backend, Unsafe: c.Unsafe, Seed: c.Seed, TTL: c.TTL,
-		Endpoints: eps, Options: c.Options, Run: "chaos_" + hex.EncodeToString(b[:4])}
+		Endpoints: eps, Options: opts, Run: "chaos_" + hex.EncodeToString(b[:4])}
 	return c, e, nil
 }
 

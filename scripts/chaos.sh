@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
 # The long chaos runs behind `make chaos`: every counter backend with
 # fencing on and off (the negative control), the same seed for both, and
-# the register workload on every database where it is built. Each run's
+# the register, idempotent and ratelimit workloads on every backend they
+# have, safe and unsafe. Each run's
 # summary goes to chaos/results/<workload>-<backend>[-unsafe].txt (its
 # history, faults and report to $CHAOS_OUT/<name>/, not committed).
 # Environment: CHAOS_DURATION (default 120s), CHAOS_TTL (500ms),
-# CHAOS_SEED (1), CHAOS_COUNTER and CHAOS_REGISTER (backend lists),
+# CHAOS_SEED (1), CHAOS_COUNTER, CHAOS_REGISTER, CHAOS_IDEMPOTENT and
+# CHAOS_RATELIMIT (backend lists),
 # CHAOS_OUT (default a temporary directory).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 duration=${CHAOS_DURATION:-120s} ttl=${CHAOS_TTL:-500ms} seed=${CHAOS_SEED:-1}
 counter=${CHAOS_COUNTER:-redis redlock zookeeper etcd dynamodb postgres}
 register=${CHAOS_REGISTER:-postgres mysql dynamodb}
+idempotent=${CHAOS_IDEMPOTENT:-postgres mysql dynamodb}
+ratelimit=${CHAOS_RATELIMIT:-redis postgres}
 out=${CHAOS_OUT:-$(mktemp -d)}
 bin=$out/concurkit
 go build -o "$bin" ./cmd/concurkit
@@ -34,9 +38,11 @@ for b in $counter; do
 	run "counter-$b" --workload counter --backend "$b"
 	run "counter-$b-unsafe" --workload counter --backend "$b" --unsafe
 done
-for b in $register; do
-	run "register-$b" --workload register --backend "$b"
-	run "register-$b-unsafe" --workload register --backend "$b" --unsafe
+for w in register idempotent ratelimit; do
+	for b in ${!w}; do
+		run "$w-$b" --workload "$w" --backend "$b"
+		run "$w-$b-unsafe" --workload "$w" --backend "$b" --unsafe
+	done
 done
 echo "histories, faults and reports: $out"
 exit $status

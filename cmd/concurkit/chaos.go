@@ -26,8 +26,11 @@ there, or its verdict on the safe run means nothing.
 
 Workloads: counter (a lock lease, read, write + 1 through fencing tokens;
 backends redis, redlock, zookeeper, etcd, dynamodb, postgres; the counter lives
-in PostgreSQL) and register (read/write/cas per key, checked for
-linearizability with porcupine; backends postgres, mysql, dynamodb).
+in PostgreSQL), register (read/write/cas per key through the optimistic
+adapters, checked for linearizability with porcupine), idempotent (HTTP
+requests with idempotency keys, cancelled and retried; postgres, mysql,
+dynamodb for both) and ratelimit (a fixed-window limiter; redis, postgres).
+--unsafe: no fencing, no version check, no keys, check-then-increment.
 
 Servers come from the CONCURKIT_* environment variables (scripts/services.sh
 env prints them), defaulting to the ports scripts/services.sh uses. A progress
@@ -36,7 +39,8 @@ faults, the report and any porcupine visualisation. Exit status 1 when the
 verdict is INVALID.`,
 		example: `concurkit chaos --workload counter --backend redis --duration 60s --seed 7
 concurkit chaos --workload counter --backend etcd --unsafe --out /tmp/chaos
-concurkit chaos --workload register --backend mysql --nemesis drop,reset`,
+concurkit chaos --workload register --backend mysql --nemesis drop,reset --options sql_mode=SIMULTANEOUS_ASSIGNMENT
+concurkit chaos --workload idempotent --backend dynamodb --duration 5m`,
 		run: runChaos,
 	}
 }
