@@ -76,6 +76,39 @@ func TestChaos(t *testing.T) {
 	}
 }
 
+// TestChaosServerFaults runs the fenced counter on a Redis server of its
+// own, which the nemesis freezes and kills (a killed Redis forgets every
+// lock: the next client takes the lock its holder still believes it has),
+// beside client pauses and PostgreSQL sessions terminated under the
+// clients. Fencing on: no anomaly; off: the stale holders are found.
+func TestChaosServerFaults(t *testing.T) {
+	redis := testkit.StartRedis(t, 1)[0]
+	for _, unsafe := range []bool{false, true} {
+		name := map[bool]string{false: "safe", true: "unsafe"}[unsafe]
+		t.Run(name, func(t *testing.T) {
+			e := endpoints(t, "postgres")
+			e.Redis = redis.Addr
+			s, err := chaos.Run(t.Context(), &chaos.Config{
+				Workload: "counter", Backend: "redis", Unsafe: unsafe, Endpoints: e,
+				Duration: 8 * time.Second, TTL: 300 * time.Millisecond, Seed: 20261207, Out: t.TempDir(),
+				Nemeses: []string{chaos.NemesisPause, chaos.NemesisServerPause, chaos.NemesisServerKill, chaos.NemesisTerminate},
+				Options: counterOptions,
+				Servers: map[string]chaos.Server{"redis": redis},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Log(s)
+			if s.Ops["incr/ok"] == 0 || s.Faults[chaos.NemesisServerKill] == 0 || s.Faults[chaos.NemesisTerminate] == 0 || s.Skipped > 0 {
+				t.Fatalf("no increment, no server kill, no terminate or a fault not injected: the run proves nothing\n%s", s)
+			}
+			if unsafe == s.Report.Valid {
+				t.Errorf("verdict %v with unsafe=%v: %+v", s.Report.Valid, unsafe, s.Report.Anomalies)
+			}
+		})
+	}
+}
+
 var (
 	counterNemeses = []string{chaos.NemesisPause, chaos.NemesisKill, chaos.NemesisDrop, chaos.NemesisReset}
 	counterOptions = map[string]string{"think": "50ms"}

@@ -35,10 +35,22 @@ const (
 	// left open, for 1–3× the TTL (a frozen server or a partition, as a
 	// client sees it); healing closes the stalled connections.
 	NemesisFreeze = "freeze"
+	// NemesisTerminate ends the run's sessions on one database server
+	// (PostgreSQL's pg_terminate_backend, MySQL's KILL), as an operator
+	// or a failover would.
+	NemesisTerminate = "terminate"
+	// NemesisServerPause SIGSTOPs one of Config.Servers for 1–3× the TTL.
+	NemesisServerPause = "server-pause"
+	// NemesisServerKill SIGKILLs one of Config.Servers, leaves it down for
+	// 0.5–1× the TTL, and restarts it.
+	NemesisServerKill = "server-kill"
 )
 
-// Nemeses lists every nemesis, in the order summaries print them.
-var Nemeses = []string{NemesisPause, NemesisKill, NemesisLatency, NemesisReset, NemesisDrop, NemesisFreeze}
+// Nemeses lists every nemesis, in the order summaries print them. A run
+// with Config.Nemeses nil uses those that apply: the server faults only
+// with Config.Servers, NemesisTerminate only with a SQL database.
+var Nemeses = []string{NemesisPause, NemesisKill, NemesisLatency, NemesisReset, NemesisDrop, NemesisFreeze,
+	NemesisTerminate, NemesisServerPause, NemesisServerKill}
 
 // Fault is one scheduled fault. The plan (kinds, durations and the random
 // numbers that choose targets) follows from the seed alone; when each fault
@@ -81,11 +93,11 @@ func plan(seed uint64, d, ttl, interval time.Duration, kinds []string) []Fault {
 	for total := time.Duration(0); total < d; {
 		f := Fault{Kind: weighted[r.IntN(len(weighted))], Gap: between(interval/2, interval*3/2), Pick: r.Uint64()}
 		switch f.Kind {
-		case NemesisPause, NemesisLatency, NemesisFreeze:
+		case NemesisPause, NemesisLatency, NemesisFreeze, NemesisServerPause:
 			f.For = between(ttl, 3*ttl)
 		case NemesisReset:
 			f.For = 100 * time.Millisecond
-		case NemesisDrop:
+		case NemesisDrop, NemesisServerKill:
 			f.For = between(ttl/2, ttl)
 		}
 		if f.Kind == NemesisLatency {
@@ -151,6 +163,16 @@ func (n *nemesis) inject(ctx context.Context, f *Fault) error {
 		}
 	}
 	switch f.Kind {
+	case NemesisServerPause, NemesisServerKill:
+		return n.injectServer(ctx, f, wait)
+	case NemesisTerminate:
+		if len(n.databases) == 0 {
+			return fmt.Errorf("no database")
+		}
+		sys := n.databases[r.IntN(len(n.databases))]
+		f.Target = sys
+		_, err := terminate(ctx, n.env, sys)
+		return err
 	case NemesisPause, NemesisKill:
 		w := n.crew.pick(r, f.Kind == NemesisPause && r.IntN(4) > 0)
 		if w == nil {
@@ -204,9 +226,13 @@ func (n *nemesis) inject(ctx context.Context, f *Fault) error {
 
 // nemesis injects a run's plan.
 type nemesis struct {
-	crew    *crew
-	proxies *proxies
-	killed  map[int]bool
+	crew        *crew
+	proxies     *proxies
+	killed      map[int]bool
+	env         *env     // direct endpoints, for NemesisTerminate
+	databases   []string // the run's SQL systems
+	servers     map[string]Server
+	serverNames []string // sorted, so that the seed picks
 }
 
 // run injects the faults of p in order until ctx ends, and returns those it

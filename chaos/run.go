@@ -63,6 +63,10 @@ type Config struct {
 	// Options are workload settings ("isolation", "sql_mode", …; see the
 	// workloads).
 	Options map[string]string
+	// Servers are server processes the run may freeze and kill
+	// (NemesisServerPause, NemesisServerKill), by name. Only servers the
+	// run may break: see Server.
+	Servers map[string]Server
 	// Command is the argv that starts a client process: a program whose
 	// main calls WorkerMain when IsWorker. Default: this executable, no
 	// arguments.
@@ -181,6 +185,9 @@ func Run(ctx context.Context, cfg *Config) (*Summary, error) {
 	var hist History
 	s := spec{env: e}
 	s.Endpoints = proxied
+	if s.Endpoints.Postgres != "" {
+		s.Endpoints.Postgres = withApplicationName(s.Endpoints.Postgres, e.Run)
+	}
 	crew := newCrew(c.Command, s, &hist)
 	for range c.Workers {
 		if err := crew.start(); err != nil {
@@ -190,7 +197,13 @@ func Run(ctx context.Context, cfg *Config) (*Summary, error) {
 	}
 	start := time.Now()
 	nctx, cancel := context.WithTimeout(ctx, c.Duration)
-	n := &nemesis{crew: crew, proxies: px, killed: map[int]bool{}}
+	n := &nemesis{crew: crew, proxies: px, killed: map[int]bool{}, env: &e, servers: c.Servers,
+		serverNames: slices.Sorted(maps.Keys(c.Servers))}
+	for _, sys := range systems {
+		if sys == "postgres" || sys == "mysql" {
+			n.databases = append(n.databases, sys)
+		}
+	}
 	faults := n.run(nctx, plan(c.Seed, c.Duration, c.TTL, c.Interval, c.Nemeses), func(f Fault) {
 		if c.Progress != nil {
 			fmt.Fprintf(c.Progress, "%7.1fs %-7s %-12s %s%s\n", time.Since(start).Seconds(), f.Kind, f.Target, f.For.Round(time.Millisecond), errSuffix(f.Error))
@@ -267,7 +280,16 @@ func resolve(cfg *Config) (Config, env, error) {
 		c.Interval = c.TTL
 	}
 	if c.Nemeses == nil {
-		c.Nemeses = Nemeses
+		systems, _ := w.systems(c.Backend)
+		sql := slices.Contains(systems, "postgres") || slices.Contains(systems, "mysql")
+		for _, k := range Nemeses {
+			switch {
+			case (k == NemesisServerPause || k == NemesisServerKill) && len(c.Servers) == 0:
+			case k == NemesisTerminate && !sql:
+			default:
+				c.Nemeses = append(c.Nemeses, k)
+			}
+		}
 	}
 	for _, k := range c.Nemeses {
 		if !slices.Contains(Nemeses, k) {

@@ -2,7 +2,9 @@
 # The long chaos runs behind `make chaos`: every counter backend with
 # fencing on and off (the negative control), the same seed for both, and
 # the register, idempotent and ratelimit workloads on every backend they
-# have, safe and unsafe. Each run's
+# have, safe and unsafe. Every nemesis applies, the servers of
+# scripts/services.sh frozen and killed too: run it on a machine where
+# nothing else uses them. Each run's
 # summary goes to chaos/results/<workload>-<backend>[-unsafe].txt (its
 # history, faults and report to $CHAOS_OUT/<name>/, not committed).
 # Environment: CHAOS_DURATION (default 120s), CHAOS_TTL (500ms),
@@ -21,6 +23,16 @@ bin=$out/concurkit
 go build -o "$bin" ./cmd/concurkit
 mkdir -p chaos/results
 status=0
+state=${CONCURKIT_STATE:-/tmp/concurkit}/run
+# servers NAME...: --server flags for scripts/services.sh's servers, which the
+# nemesis may then freeze and kill (restarting them with services.sh up).
+servers() {
+	local n
+	for n in "$@"; do printf -- '--server %s=%s/%s.pid ' "$n" "$state" "$n"; done
+}
+declare -A lockservers=([redis]=redis [redlock]="redlock1 redlock2 redlock3 redlock4 redlock5"
+	[zookeeper]=zk [etcd]=etcd [dynamodb]=dynamodb [postgres]=)
+declare -A dbservers=([postgres]=pg [mysql]=mariadb [dynamodb]=dynamodb [redis]=redis)
 run() { # name, then concurkit chaos flags; an INVALID verdict is expected for -unsafe
 	local name=$1 rc=0; shift
 	echo "== $name"
@@ -35,13 +47,17 @@ run() { # name, then concurkit chaos flags; an INVALID verdict is expected for -
 	esac
 }
 for b in $counter; do
-	run "counter-$b" --workload counter --backend "$b"
-	run "counter-$b-unsafe" --workload counter --backend "$b" --unsafe
+	# shellcheck disable=SC2046 # one flag per word
+	set -- $(servers pg ${lockservers[$b]})
+	run "counter-$b" --workload counter --backend "$b" "$@"
+	run "counter-$b-unsafe" --workload counter --backend "$b" --unsafe "$@"
 done
 for w in register idempotent ratelimit; do
 	for b in ${!w}; do
-		run "$w-$b" --workload "$w" --backend "$b"
-		run "$w-$b-unsafe" --workload "$w" --backend "$b" --unsafe
+		# shellcheck disable=SC2046
+		set -- $(servers ${dbservers[$b]})
+		run "$w-$b" --workload "$w" --backend "$b" "$@"
+		run "$w-$b-unsafe" --workload "$w" --backend "$b" --unsafe "$@"
 	done
 done
 echo "histories, faults and reports: $out"

@@ -1,6 +1,9 @@
 package testkit_test
 
 import (
+	"context"
+	"log"
+	"syscall"
 	"testing"
 	"time"
 
@@ -110,5 +113,20 @@ func ExampleProc_Stop() {
 		broker.Stop(t)
 		broker.Start(t)
 		// ... "orders" is there; now a crash: broker.Kill(t) ...
+	}
+}
+
+// Signal and Restart are Freeze, Kill and Start for code that has no test
+// to fail: a fault injector's own goroutine (package chaos takes a
+// *testkit.Proc as a chaos.Server).
+func ExampleProc_Restart() {
+	_ = func(t *testing.T) {
+		redis := testkit.StartRedis(t, 1)[0]
+		go func() {
+			_ = redis.Signal(syscall.SIGKILL)
+			if err := redis.Restart(context.Background()); err != nil {
+				log.Print(err) // not t.Fatal: this is not the test's goroutine
+			}
+		}()
 	}
 }

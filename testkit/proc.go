@@ -210,6 +210,35 @@ func (p *Proc) signalQuiet(sig syscall.Signal) error {
 	return syscall.Kill(-cmd.Process.Pid, sig)
 }
 
+// Signal sends sig to the process group. Unlike Freeze, Thaw and Kill it
+// needs no test and waits for nothing, so that a fault injector (package
+// chaos) can call it from its own goroutine; it returns an error when the
+// process is not running.
+func (p *Proc) Signal(sig syscall.Signal) error { return p.signalQuiet(sig) }
+
+// Restart waits for the process to exit (after a SIGKILL sent with
+// Signal), starts it again and waits until it serves requests, or until
+// ctx ends: Start for a fault injector, which has no test to fail.
+func (p *Proc) Restart(ctx context.Context) error {
+	p.mu.Lock()
+	done := p.done
+	p.mu.Unlock()
+	if done != nil {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return fmt.Errorf("testkit: restart %s: still running: %w", p.Name, ctx.Err())
+		}
+	}
+	if err := p.start(); err != nil {
+		return fmt.Errorf("testkit: restart %s: %w", p.Name, err)
+	}
+	if err := p.waitReady(ctx); err != nil {
+		return fmt.Errorf("testkit: restart %s: %w", p.Name, err)
+	}
+	return nil
+}
+
 // Start starts the process again (same port, same data dir) and waits until
 // it serves requests (at most ProcReadyTimeout). For etcd and ZooKeeper
 // members "serves" needs a quorum: start enough members, or use StartNoWait

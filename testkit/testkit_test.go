@@ -5,6 +5,7 @@ import (
 	"errors"
 	neturl "net/url"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -375,6 +376,47 @@ func TestProcFreeze(t *testing.T) {
 	p.Thaw(t)
 	if err := c.Ping(t.Context()).Err(); err != nil {
 		t.Fatalf("ping after Thaw: %v", err)
+	}
+}
+
+// TestProcSignalRestart: Signal and Restart do what Freeze, Thaw, Kill and
+// Start do, from a goroutine that is not the test's.
+func TestProcSignalRestart(t *testing.T) {
+	t.Parallel()
+	p := testkit.StartRedis(t, 1)[0]
+	c := testkit.RedisClient(t, p.Addr, "")
+	errs := make(chan error, 1)
+	go func() {
+		if err := p.Signal(syscall.SIGSTOP); err != nil {
+			errs <- err
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		if c.Ping(ctx).Err() == nil {
+			errs <- errors.New("ping of a stopped server succeeded")
+			return
+		}
+		if err := p.Signal(syscall.SIGKILL); err != nil {
+			errs <- err
+			return
+		}
+		errs <- p.Restart(t.Context())
+	}()
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Ping(t.Context()).Err(); err != nil {
+		t.Fatalf("ping after Restart: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	if err := p.Restart(ctx); err == nil {
+		t.Fatal("Restart of a running server succeeded")
+	}
+	p.Kill(t)
+	if err := p.Signal(syscall.SIGCONT); err == nil {
+		t.Fatal("Signal to a dead server succeeded")
 	}
 }
 

@@ -19,8 +19,9 @@ func chaosCommand() *command {
 		about: `Runs a workload against a backend in client processes (this program, started
 again), injects faults from a seed (client pauses and kills; through an
 in-process Toxiproxy per server: latency, resets, answers dropped after the
-request was applied, frozen servers), records every operation's invocation and
-completion, and checks the history. --unsafe runs the negative control (the
+request was applied, frozen servers; the run's database sessions terminated;
+with --server, server processes frozen and killed), records every operation's
+invocation and completion, and checks the history. --unsafe runs the negative control (the
 workload with its safety mechanism off): the checker must find anomalies
 there, or its verdict on the safe run means nothing.
 
@@ -40,7 +41,8 @@ verdict is INVALID.`,
 		example: `concurkit chaos --workload counter --backend redis --duration 60s --seed 7
 concurkit chaos --workload counter --backend etcd --unsafe --out /tmp/chaos
 concurkit chaos --workload register --backend mysql --nemesis drop,reset --options sql_mode=SIMULTANEOUS_ASSIGNMENT
-concurkit chaos --workload idempotent --backend dynamodb --duration 5m`,
+concurkit chaos --workload idempotent --backend dynamodb --duration 5m
+concurkit chaos --backend redis --server redis=/tmp/concurkit/run/redis.pid`,
 		run: runChaos,
 	}
 }
@@ -59,6 +61,10 @@ func runChaos(ctx context.Context, c *command, args []string, stdout, stderr io.
 	fs.StringVar(&nemeses, "nemesis", strings.Join(chaos.Nemeses, ","), "faults to inject, comma-separated, or none")
 	fs.Uint64Var(&cfg.Seed, "seed", 0, "seed of the fault plan and the clients (0: random, printed)")
 	fs.StringVar(&options, "options", "", "workload options, key=value,key=value (e.g. isolation=repeatable-read)")
+	servers := serverFlag{}
+	fs.Var(servers, "server", "NAME=PIDFILE: a server the nemesis may freeze and kill (repeatable); only servers you may break")
+	var restart string
+	fs.StringVar(&restart, "restart", "scripts/services.sh up {name}", "command that restarts a --server after a kill; {name} is its NAME")
 	fs.StringVar(&cfg.Out, "out", "", "directory for history.jsonl, faults.jsonl, report.json, summary.txt (default: none)")
 	if err := c.parse(fs, args, stdout); err != nil {
 		return err
@@ -80,6 +86,13 @@ func runChaos(ctx context.Context, c *command, args []string, stdout, stderr io.
 			cfg.Options[k] = v
 		}
 	}
+	if len(servers) > 0 {
+		cfg.Servers = map[string]chaos.Server{}
+		for name, pidfile := range servers {
+			argv := strings.Fields(strings.ReplaceAll(restart, "{name}", name))
+			cfg.Servers[name] = chaos.PidFileServer{PidFile: pidfile, RestartCommand: argv}
+		}
+	}
 	cfg.Progress = stdout
 	start := time.Now()
 	s, err := chaos.Run(ctx, &cfg)
@@ -96,5 +109,19 @@ func runChaos(ctx context.Context, c *command, args []string, stdout, stderr io.
 	if !s.Report.Valid {
 		return fmt.Errorf("chaos: verdict INVALID after %s (seed %d)", time.Since(start).Round(time.Second), s.Seed)
 	}
+	return nil
+}
+
+// serverFlag collects --server NAME=PIDFILE.
+type serverFlag map[string]string
+
+func (f serverFlag) String() string { return "" }
+
+func (f serverFlag) Set(v string) error {
+	name, file, ok := strings.Cut(v, "=")
+	if !ok || name == "" || file == "" {
+		return fmt.Errorf("want NAME=PIDFILE, got %q", v)
+	}
+	f[name] = file
 	return nil
 }

@@ -117,6 +117,7 @@ func TestCommandLineErrors(t *testing.T) {
 		{[]string{"chaos", "--backend", "redis", "--nemesis", "flood"}, `nemesis "flood"`},
 		{[]string{"chaos", "--backend", "redis", "--options", "isolation"}, "--options: \"isolation\" is not key=value"},
 		{[]string{"chaos", "--backend", "redis", "--workers", "-2"}, "negative workers"},
+		{[]string{"chaos", "--backend", "redis", "--server", "redis"}, "want NAME=PIDFILE"},
 		{[]string{"migrate", "up"}, "--dialect: required"},
 		{[]string{"migrate", "up", "--dialect", "oracle", "--dsn", "x"}, `--dialect: unknown dialect "oracle"`},
 		{[]string{"migrate", "version", "--dialect", "postgres"}, "--dsn: required"},

@@ -1,0 +1,179 @@
+package chaos
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	_ "github.com/go-sql-driver/mysql" // registers "mysql" for sql.Open
+	"github.com/jackc/pgx/v5"
+)
+
+// Server is a server process a run may freeze (SIGSTOP, then SIGCONT) and
+// kill (SIGKILL, then Restart): the NemesisServerPause and
+// NemesisServerKill faults. Give a run only servers it may break — ones
+// started for it (a *testkit.Proc is a Server), or your own test stack —
+// never servers other work shares.
+type Server interface {
+	// Signal sends sig to the server's process (group).
+	Signal(sig syscall.Signal) error
+	// Restart starts the server again after a kill and returns once it
+	// serves requests, or ctx ends.
+	Restart(ctx context.Context) error
+}
+
+// PidFileServer is a Server known by its pid file, for servers a script
+// started (scripts/services.sh keeps $CONCURKIT_STATE/run/NAME.pid; the
+// first number in the file is the pid). Signals go to the process group
+// when the process leads one, else to the process.
+type PidFileServer struct {
+	// PidFile is the file the pid is read from, at every signal.
+	PidFile string
+	// RestartCommand is the argv that starts the server again and exits
+	// once it serves requests, e.g. {"scripts/services.sh", "up", "redis"}.
+	// Empty: the server cannot be restarted, so only paused.
+	RestartCommand []string
+}
+
+// Signal sends sig to the process (group) named by the pid file.
+func (s PidFileServer) Signal(sig syscall.Signal) error {
+	b, err := os.ReadFile(s.PidFile)
+	if err != nil {
+		return fmt.Errorf("chaos: server pid: %w", err)
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return fmt.Errorf("chaos: server pid file %s is empty", s.PidFile)
+	}
+	pid, err := strconv.Atoi(f[0])
+	if err != nil || pid <= 1 {
+		return fmt.Errorf("chaos: server pid file %s: %q is not a pid", s.PidFile, f[0])
+	}
+	if g, err := syscall.Getpgid(pid); err == nil && g == pid {
+		pid = -pid // a group leader: signal its children too
+	}
+	return syscall.Kill(pid, sig)
+}
+
+// Restart runs RestartCommand and waits for it.
+func (s PidFileServer) Restart(ctx context.Context) error {
+	if len(s.RestartCommand) == 0 {
+		return fmt.Errorf("chaos: server %s has no restart command", s.PidFile)
+	}
+	out, err := exec.CommandContext(ctx, s.RestartCommand[0], s.RestartCommand[1:]...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("chaos: restart %s: %w: %s", strings.Join(s.RestartCommand, " "), err, tail(string(out), 500))
+	}
+	return nil
+}
+
+// serverDown bounds a restart after NemesisServerKill (a server that
+// needs longer is reported as a failed fault, and the run goes on).
+const serverDown = 90 * time.Second
+
+// injectServer runs a server fault on the server f.Pick chooses.
+func (n *nemesis) injectServer(ctx context.Context, f *Fault, wait func(time.Duration)) error {
+	if len(n.serverNames) == 0 {
+		return fmt.Errorf("no server to %s (Config.Servers)", f.Kind)
+	}
+	name := n.serverNames[int(f.Pick%uint64(len(n.serverNames)))]
+	s := n.servers[name]
+	f.Target = name
+	switch f.Kind {
+	case NemesisServerPause:
+		if err := s.Signal(syscall.SIGSTOP); err != nil {
+			return err
+		}
+		wait(f.For)
+		return s.Signal(syscall.SIGCONT)
+	case NemesisServerKill:
+		if err := s.Signal(syscall.SIGKILL); err != nil {
+			return err
+		}
+		wait(f.For)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), serverDown)
+		defer cancel()
+		return s.Restart(rctx)
+	}
+	return fmt.Errorf("unknown server nemesis %q", f.Kind)
+}
+
+// SQL of NemesisTerminate: end the run's sessions from the server side.
+const (
+	pgTerminate = `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+WHERE application_name = $1 AND pid <> pg_backend_pid()`
+	mysqlSessions = `SELECT ID FROM information_schema.PROCESSLIST
+WHERE (DB = ? OR DB = ?) AND ID <> CONNECTION_ID()`
+)
+
+// terminate ends the run's database sessions on one server, as an
+// operator's pg_terminate_backend or KILL would: PostgreSQL's are those
+// with the run's application_name (Run sets it in the clients' URL),
+// MySQL's those using the run's database or concurkit_chaos. It returns
+// the number of sessions ended.
+func terminate(ctx context.Context, e *env, system string) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	switch system {
+	case "postgres":
+		conn, err := pgx.Connect(ctx, e.Endpoints.Postgres)
+		if err != nil {
+			return 0, err
+		}
+		defer conn.Close(context.WithoutCancel(ctx))
+		var n int
+		err = conn.QueryRow(ctx, pgTerminate, e.Run).Scan(&n)
+		return n, err
+	case "mysql":
+		db, err := sql.Open("mysql", e.Endpoints.MySQL)
+		if err != nil {
+			return 0, err
+		}
+		defer db.Close()
+		rows, err := db.QueryContext(ctx, mysqlSessions, e.Run, registerDatabase)
+		if err != nil {
+			return 0, err
+		}
+		var ids []int64
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return 0, err
+			}
+			ids = append(ids, id)
+		}
+		if err := rows.Err(); err != nil {
+			return 0, err
+		}
+		n := 0
+		for _, id := range ids {
+			// KILL takes no placeholder; id is a number the server gave.
+			if _, err := db.ExecContext(ctx, "KILL "+strconv.FormatInt(id, 10)); err == nil {
+				n++
+			}
+		}
+		return n, nil
+	}
+	return 0, fmt.Errorf("no session to terminate on %s", system)
+}
+
+// withApplicationName sets application_name in a PostgreSQL URL, so that
+// terminate can find the run's sessions.
+func withApplicationName(pgURL, name string) string {
+	u, err := url.Parse(pgURL)
+	if err != nil {
+		return pgURL
+	}
+	q := u.Query()
+	q.Set("application_name", name)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
