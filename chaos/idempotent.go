@@ -87,6 +87,12 @@ import (
 //   - lost-effect: the client accepted a 201 and no effect committed;
 //   - wrong-answer: the client accepted an effect id that is not an
 //     effect of its key (a replay of something that never committed);
+//   - stored-cancellation: the final answer is a replay of what a handler
+//     answered because its own context ended mid-effect (it says so in a
+//     header): the middleware stored the client's giving up as the
+//     operation's result;
+//   - fabricated-answer: a replayed 2xx without an effect (the empty 200
+//     of a handler that gave up without answering, stored);
 //   - refused: a final answer that is neither an effect nor a stored
 //     5xx (422 for the same request, 400, …);
 //   - unknown-key: an effect of a key no client sent;
@@ -133,6 +139,7 @@ const (
 type idemOptions struct {
 	lockTimeout time.Duration
 	cancel      float64
+	mysql       mysqlOptions
 }
 
 // parseIdemOptions reads the workload's options; ttl is the run's TTL,
@@ -153,7 +160,9 @@ func parseIdemOptions(opts map[string]string, ttl time.Duration) (idemOptions, e
 		}
 		o.cancel = p
 	}
-	return o, nil
+	var err error
+	o.mysql, err = parseMySQLOptions(opts)
+	return o, err
 }
 
 // idemBlockedBound is how long a key may answer 409 before the checker
@@ -230,7 +239,7 @@ func (idempotentWorkload) setup(ctx context.Context, e *env) error {
 		if err != nil {
 			return err
 		}
-		admin, err := idemMySQL(e.Endpoints.MySQL, "", opTimeout(e.TTL))
+		admin, err := idemMySQL(e.Endpoints.MySQL, "", opTimeout(e.TTL), mysqlOptions{})
 		if err != nil {
 			return err
 		}
@@ -238,7 +247,7 @@ func (idempotentWorkload) setup(ctx context.Context, e *env) error {
 		if _, err := admin.ExecContext(ctx, fmt.Sprintf(idemMySQLCreateDB, e.Run)); err != nil {
 			return fmt.Errorf("chaos: create database: %w", err)
 		}
-		db, err := idemMySQL(e.Endpoints.MySQL, e.Run, opTimeout(e.TTL))
+		db, err := idemMySQL(e.Endpoints.MySQL, e.Run, opTimeout(e.TTL), mysqlOptions{})
 		if err != nil {
 			return err
 		}
@@ -288,21 +297,13 @@ func idemMigration(d migrations.Dialect) (string, error) {
 // idemMySQL opens dsn on database db ("" for none) with I/O timeouts:
 // the driver gives some calls no context, and a frozen server would hold
 // them forever.
-func idemMySQL(dsn, db string, timeout time.Duration) (*sql.DB, error) {
+func idemMySQL(dsn, db string, timeout time.Duration, o mysqlOptions) (*sql.DB, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("chaos: mysql dsn: %w", err)
 	}
 	cfg.DBName = db
-	if cfg.Timeout == 0 {
-		cfg.Timeout = timeout
-	}
-	if cfg.ReadTimeout == 0 {
-		cfg.ReadTimeout = timeout
-	}
-	if cfg.WriteTimeout == 0 {
-		cfg.WriteTimeout = timeout
-	}
+	o.apply(cfg, timeout)
 	c, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("chaos: mysql dsn: %w", err)
@@ -323,7 +324,7 @@ func (idempotentWorkload) teardown(ctx context.Context, e *env) error {
 		_, err = conn.Exec(ctx, fmt.Sprintf(idemPGDrop, e.Run))
 		return err
 	case "mysql":
-		db, err := idemMySQL(e.Endpoints.MySQL, "", opTimeout(e.TTL))
+		db, err := idemMySQL(e.Endpoints.MySQL, "", opTimeout(e.TTL), mysqlOptions{})
 		if err != nil {
 			return err
 		}
@@ -428,7 +429,11 @@ func openIdem(ctx context.Context, e *env) (idempotency.Store, effectStore, func
 		}
 		return st, idemPGEffectStore{pool, fmt.Sprintf(idemPGInsert, e.Run)}, pool.Close, nil
 	case "mysql":
-		db, err := idemMySQL(e.Endpoints.MySQL, e.Run, opTimeout(e.TTL))
+		o, err := parseMySQLOptions(e.Options)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		db, err := idemMySQL(e.Endpoints.MySQL, e.Run, opTimeout(e.TTL), o)
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -493,8 +498,21 @@ func (h *idemHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	h.think(ctx)
+	if ctx.Err() != nil {
+		// Like many handlers, give up without an answer once the request's
+		// context ended: no effect, no response. Behind the middleware this
+		// context ends only at the handler's deadline (it outlives its
+		// client), and the middleware must never store the empty answer.
+		return
+	}
 	id := int64(h.process)*idemEffectSpan + h.n.Add(1)
 	if err := h.effects.add(ctx, req.Key, id, h.process); err != nil {
+		if ctx.Err() != nil {
+			// Say that this failure is the handler's context ending, not
+			// the operation's outcome: stored and replayed, it would tell
+			// the client that retries a result nobody had.
+			w.Header().Set(idemCancelledHeader, "true")
+		}
 		if h.effects.refused(err) && ctx.Err() == nil {
 			// Not executed: the middleware releases the key (503 is in
 			// its NotExecuted) and a retry runs again.
@@ -633,13 +651,28 @@ type idemReply struct {
 	status   int // 0: no answer
 	effect   int64
 	replayed bool
-	err      error // why there was no answer, or a 201 without an effect id
+	// handlerCancelled: the answer says its handler failed because its
+	// context ended (idemCancelledHeader).
+	handlerCancelled bool
+	err              error // why there was no answer, or a 201 without an effect id
 }
 
-// Errors that say why an attempt had no answer (context causes).
+// idemCancelledHeader marks an answer the handler gave because its own
+// context ended mid-effect.
+const idemCancelledHeader = "Chaos-Handler-Cancelled"
+
+// Errors that say why an attempt had no answer (context causes), and the
+// final answers the checker reports.
 var (
 	errIdemCancelled = errors.New(idemCancelled)
 	errIdemTimeout   = errors.New("chaos: attempt timed out")
+	// errStoredCancellation: a replay of an answer its handler gave
+	// because its context ended — the client that retries is told what a
+	// cancellation did, not what the operation did.
+	errStoredCancellation = errors.New("chaos: replayed the answer of a handler whose context ended")
+	// errFabricated: a replayed success without an effect (a handler that
+	// wrote nothing, stored as an empty 200).
+	errFabricated = errors.New("chaos: replayed a success that carries no effect")
 )
 
 // request sends one request, with its key, until a final answer, and
@@ -695,6 +728,10 @@ func idemFinal(rep idemReply) (bool, Outcome, error) {
 		return false, Pending, nil
 	case rep.status == http.StatusCreated && rep.err == nil:
 		return true, OK, nil
+	case rep.replayed && rep.handlerCancelled:
+		return true, Fail, errStoredCancellation
+	case rep.replayed && rep.status < 300:
+		return true, Fail, fmt.Errorf("%w: %d", errFabricated, rep.status)
 	case rep.replayed && rep.status >= 500:
 		return true, Unknown, fmt.Errorf("chaos: stored answer %d", rep.status)
 	case rep.replayed, rep.status == http.StatusCreated:
@@ -759,7 +796,8 @@ func (ic *idemClient) send(ctx context.Context, key string, body []byte) idemRep
 	if err != nil {
 		return idemReply{err: err} // cut off: as good as no answer
 	}
-	rep := idemReply{status: resp.StatusCode, replayed: resp.Header.Get(idempotency.ReplayHeader) == "true"}
+	rep := idemReply{status: resp.StatusCode, replayed: resp.Header.Get(idempotency.ReplayHeader) == "true",
+		handlerCancelled: resp.Header.Get(idemCancelledHeader) == "true"}
 	if rep.status == http.StatusCreated {
 		var ans idemAnswer
 		if err := json.Unmarshal(b, &ans); err != nil || ans.Effect == 0 {
@@ -805,7 +843,7 @@ func readEffects(ctx context.Context, e *env) ([]effectRow, error) {
 		}
 		return pgx.CollectRows(rows, pgx.RowToStructByPos[effectRow])
 	case "mysql":
-		db, err := idemMySQL(e.Endpoints.MySQL, "", opTimeout(e.TTL))
+		db, err := idemMySQL(e.Endpoints.MySQL, "", opTimeout(e.TTL), mysqlOptions{})
 		if err != nil {
 			return nil, err
 		}
@@ -954,6 +992,10 @@ func checkIdempotent(ops []Op, effects []effectRow, blockedBound time.Duration) 
 			r.add("lost-effect", "key %q: the client accepted effect %d, none committed", key, op.Ret)
 		case op.Outcome == OK && !slices.ContainsFunc(effs, func(e effectRow) bool { return e.Effect == op.Ret }):
 			r.add("wrong-answer", "key %q: the client accepted effect %d, the key's effects are %v", key, op.Ret, idemIDs(effs))
+		case op.Outcome == Fail && op.Err == errStoredCancellation.Error():
+			r.add("stored-cancellation", "key %q: the final answer is a replay of a handler cut off by its context; effects %v", key, idemIDs(effs))
+		case op.Outcome == Fail && strings.HasPrefix(op.Err, errFabricated.Error()):
+			r.add("fabricated-answer", "key %q: %s; effects %v", key, op.Err, idemIDs(effs))
 		case op.Outcome == Fail:
 			r.add("refused", "key %q: %s; effects %v", key, op.Err, idemIDs(effs))
 		case op.Outcome.Ambiguous() && len(effs) > 0:

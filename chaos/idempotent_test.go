@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"math/rand/v2"
 	"net/http"
@@ -82,10 +83,25 @@ func TestIdempotentFinal(t *testing.T) {
 		{idemReply{status: 500, replayed: true}, true, Unknown},
 		{idemReply{status: 422}, true, Fail},
 		{idemReply{status: 400, replayed: true}, true, Fail},
+		{idemReply{status: 500, replayed: true, handlerCancelled: true}, true, Fail},
+		{idemReply{status: 200, replayed: true}, true, Fail},
+		{idemReply{status: 500, handlerCancelled: true}, false, Pending}, // not stored: the retry runs
 	} {
 		final, o, _ := idemFinal(tc.rep)
 		if final != tc.final || (final && o != tc.o) {
 			t.Errorf("%+v: final %v %v, want %v %v", tc.rep, final, o, tc.final, tc.o)
+		}
+	}
+	// The checker names the two replays the middleware must never make.
+	ops := func(err error) []Op {
+		return []Op{{Process: 1, Seq: 1, Kind: "request", Key: "k", Outcome: Fail, Err: err.Error()}}
+	}
+	for err, kind := range map[error]string{
+		errStoredCancellation:                    "stored-cancellation",
+		fmt.Errorf("%w: %d", errFabricated, 200): "fabricated-answer",
+	} {
+		if r := checkIdempotent(ops(err), nil, time.Second); r.Counts[kind] != 1 {
+			t.Errorf("%v: anomalies %v, want %s", err, r.Counts, kind)
 		}
 	}
 }

@@ -121,8 +121,6 @@ const (
 // each backend (an identifier; DynamoDB wants 3 characters or more).
 var registerRunName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{2,62}$`)
 
-// registerSQLMode is one sql_mode name.
-var registerSQLMode = regexp.MustCompile(`^[A-Z_]+$`)
 
 // registerRefused is the Err of a cas refused by its version check. The
 // checker keeps such a cas (it observed that the value was not Expect)
@@ -133,9 +131,7 @@ var registerRefused = optimistic.ErrConflict.Error()
 type registerOptions struct {
 	keys            int
 	isolation       sql.IsolationLevel
-	sqlModes        []string
-	interpolate     *bool // nil: the DSN's setting
-	clientFoundRows *bool // nil: the DSN's setting
+	mysql           mysqlOptions
 	sdkRetries      bool
 	checkTimeout    time.Duration
 	out             string
@@ -166,26 +162,9 @@ func parseRegisterOptions(m map[string]string) (registerOptions, error) {
 	default:
 		return o, bad("isolation", "want read-committed, repeatable-read or serializable")
 	}
-	if v := m["sql_mode"]; v != "" {
-		for mode := range strings.SplitSeq(v, ",") {
-			mode = strings.ToUpper(strings.TrimSpace(mode))
-			if !registerSQLMode.MatchString(mode) {
-				return o, bad("sql_mode", "want comma-separated mode names")
-			}
-			o.sqlModes = append(o.sqlModes, mode)
-		}
-	}
-	for _, b := range []struct {
-		key string
-		dst **bool
-	}{{"interpolateParams", &o.interpolate}, {"clientFoundRows", &o.clientFoundRows}} {
-		if v, ok := m[b.key]; ok {
-			x, err := strconv.ParseBool(v)
-			if err != nil {
-				return o, bad(b.key, "want true or false")
-			}
-			*b.dst = &x
-		}
+	var err error
+	if o.mysql, err = parseMySQLOptions(m); err != nil {
+		return o, err
 	}
 	if v, ok := m["sdk_retries"]; ok {
 		x, err := strconv.ParseBool(v)
@@ -829,31 +808,7 @@ func openRegisterMySQL(e *env, o registerOptions, tx *pessimistic.Options, timeo
 		s.admin = cfg.Clone()
 		cfg.DBName = registerDatabase
 	}
-	// The driver gives COMMIT no context: without an I/O timeout a
-	// frozen server would hold it forever.
-	if cfg.Timeout == 0 {
-		cfg.Timeout = timeout
-	}
-	if cfg.ReadTimeout == 0 {
-		cfg.ReadTimeout = timeout
-	}
-	if cfg.WriteTimeout == 0 {
-		cfg.WriteTimeout = timeout
-	}
-	if o.interpolate != nil {
-		cfg.InterpolateParams = *o.interpolate
-	}
-	if o.clientFoundRows != nil {
-		cfg.ClientFoundRows = *o.clientFoundRows
-	}
-	if len(o.sqlModes) > 0 {
-		if cfg.Params == nil {
-			cfg.Params = map[string]string{}
-		}
-		// The driver sends each DSN parameter as SET name = value on
-		// every new connection; the modes were checked to be bare names.
-		cfg.Params["sql_mode"] = "CONCAT(@@sql_mode, '," + strings.Join(o.sqlModes, ",") + "')"
-	}
+	o.mysql.apply(cfg, timeout)
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("chaos: mysql: %w", err)

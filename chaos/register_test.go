@@ -160,8 +160,8 @@ func TestRegisterOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.keys != 5 || o.isolation.String() != "Repeatable Read" || strings.Join(o.sqlModes, ",") != "SIMULTANEOUS_ASSIGNMENT,ANSI_QUOTES" ||
-		!*o.interpolate || *o.clientFoundRows || o.checkTimeout != 2*time.Second || o.out != "/tmp/x" {
+	if o.keys != 5 || o.isolation.String() != "Repeatable Read" || strings.Join(o.mysql.sqlModes, ",") != "SIMULTANEOUS_ASSIGNMENT,ANSI_QUOTES" ||
+		!*o.mysql.interpolate || *o.mysql.clientFoundRows || o.checkTimeout != 2*time.Second || o.out != "/tmp/x" {
 		t.Fatalf("parsed %+v", o)
 	}
 	for _, bad := range []map[string]string{

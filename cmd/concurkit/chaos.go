@@ -58,7 +58,7 @@ func runChaos(ctx context.Context, c *command, args []string, stdout, stderr io.
 	fs.DurationVar(&cfg.Duration, "duration", chaos.DefaultDuration, "how long the clients run")
 	fs.DurationVar(&cfg.TTL, "ttl", chaos.DefaultTTL, "lease TTL; faults last 1-3x this")
 	fs.DurationVar(&cfg.Interval, "interval", 0, "mean quiet time between faults (default: the TTL)")
-	fs.StringVar(&nemeses, "nemesis", strings.Join(chaos.Nemeses, ","), "faults to inject, comma-separated, or none")
+	fs.StringVar(&nemeses, "nemesis", "", "faults to inject, comma-separated, or none (default: every one that applies: "+strings.Join(chaos.Nemeses, ", ")+")")
 	fs.Uint64Var(&cfg.Seed, "seed", 0, "seed of the fault plan and the clients (0: random, printed)")
 	fs.StringVar(&options, "options", "", "workload options, key=value,key=value (e.g. isolation=repeatable-read)")
 	servers := serverFlag{}
@@ -72,8 +72,11 @@ func runChaos(ctx context.Context, c *command, args []string, stdout, stderr io.
 	if cfg.Backend == "" {
 		return c.flagErr("backend", "required")
 	}
-	cfg.Nemeses = []string{}
-	if nemeses != "none" && nemeses != "" {
+	switch nemeses {
+	case "": // every one that applies
+	case "none":
+		cfg.Nemeses = []string{}
+	default:
 		cfg.Nemeses = strings.Split(nemeses, ",")
 	}
 	if options != "" {
