@@ -121,7 +121,6 @@ const (
 // each backend (an identifier; DynamoDB wants 3 characters or more).
 var registerRunName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{2,62}$`)
 
-
 // registerRefused is the Err of a cas refused by its version check. The
 // checker keeps such a cas (it observed that the value was not Expect)
 // and leaves out every other failure, which observed nothing.
@@ -129,12 +128,12 @@ var registerRefused = optimistic.ErrConflict.Error()
 
 // registerOptions are the register workload's settings, from env.Options.
 type registerOptions struct {
-	keys            int
-	isolation       sql.IsolationLevel
-	mysql           mysqlOptions
-	sdkRetries      bool
-	checkTimeout    time.Duration
-	out             string
+	keys         int
+	isolation    sql.IsolationLevel
+	mysql        mysqlOptions
+	sdkRetries   bool
+	checkTimeout time.Duration
+	out          string
 }
 
 // parseRegisterOptions reads the options the workload honours (see
