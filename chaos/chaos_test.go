@@ -109,6 +109,42 @@ func TestChaosServerFaults(t *testing.T) {
 	}
 }
 
+// TestChaosFailover runs the fenced counter on a Redis primary with a
+// replica: the nemesis freezes the replica while the primary grants
+// locks, kills the primary and promotes the replica, which grants the same
+// locks again (the seed's single-Redis failure). Fencing must turn the
+// second holder's stale writes away; without it, they land.
+func TestChaosFailover(t *testing.T) {
+	procs := testkit.StartRedis(t, 2)
+	f, err := chaos.NewRedisFailover(t.Context(), testkit.Addrs(procs), []chaos.Server{procs[0], procs[1]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, unsafe := range []bool{false, true} {
+		name := map[bool]string{false: "safe", true: "unsafe"}[unsafe]
+		t.Run(name, func(t *testing.T) {
+			e := endpoints(t, "postgres")
+			e.Redis = f.Primary()
+			s, err := chaos.Run(t.Context(), &chaos.Config{
+				Workload: "counter", Backend: "redis", Unsafe: unsafe, Endpoints: e,
+				Duration: 8 * time.Second, TTL: 300 * time.Millisecond, Seed: 20261207, Out: t.TempDir(),
+				Nemeses: []string{chaos.NemesisFailover}, Options: counterOptions,
+				Failovers: map[string]chaos.Failover{"redis": f},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Log(s)
+			if s.Ops["incr/ok"] == 0 || s.Faults[chaos.NemesisFailover] == 0 || s.Skipped > 0 {
+				t.Fatalf("no increment, no failover or a failover that failed: the run proves nothing\n%s", s)
+			}
+			if unsafe == s.Report.Valid {
+				t.Errorf("verdict %v with unsafe=%v: %+v", s.Report.Valid, unsafe, s.Report.Anomalies)
+			}
+		})
+	}
+}
+
 var (
 	counterNemeses = []string{chaos.NemesisPause, chaos.NemesisKill, chaos.NemesisDrop, chaos.NemesisReset}
 	counterOptions = map[string]string{"think": "50ms"}

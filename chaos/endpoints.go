@@ -29,6 +29,12 @@ type Endpoints struct {
 	Etcd []string `json:"etcd,omitempty"`
 	// DynamoDB is a DynamoDB endpoint URL (CONCURKIT_DYNAMODB_ENDPOINT).
 	DynamoDB string `json:"dynamodb,omitempty"`
+	// NATS is a NATS server URL with JetStream enabled
+	// (CONCURKIT_NATS_URL).
+	NATS string `json:"nats,omitempty"`
+	// AMQP is a RabbitMQ (AMQP 0-9-1) URL, credentials and virtual host
+	// included (CONCURKIT_AMQP_URL).
+	AMQP string `json:"amqp,omitempty"`
 }
 
 // The servers scripts/services.sh starts, used where the environment names
@@ -41,6 +47,8 @@ const (
 	defaultZK       = "127.0.0.1:12181"
 	defaultEtcd     = "http://127.0.0.1:12379"
 	defaultDynamoDB = "http://127.0.0.1:18000"
+	defaultNATS     = "nats://127.0.0.1:14222"
+	defaultAMQP     = "amqp://guest:guest@127.0.0.1:15680/"
 )
 
 // EndpointsFromEnv returns the endpoints named by the CONCURKIT_*
@@ -62,6 +70,8 @@ func EndpointsFromEnv() Endpoints {
 		ZooKeeper: list(get("CONCURKIT_ZK_ADDR", defaultZK)),
 		Etcd:      list(get("CONCURKIT_ETCD_ENDPOINT", defaultEtcd)),
 		DynamoDB:  get("CONCURKIT_DYNAMODB_ENDPOINT", defaultDynamoDB),
+		NATS:      get("CONCURKIT_NATS_URL", defaultNATS),
+		AMQP:      get("CONCURKIT_AMQP_URL", defaultAMQP),
 	}
 }
 
@@ -73,8 +83,9 @@ type server struct {
 }
 
 // servers lists the servers of e that the named systems use ("postgres",
-// "mysql", "redis", "redlock", "zookeeper", "etcd", "dynamodb"), each with
-// a setter that points a copy of e at another host:port (a proxy).
+// "mysql", "redis", "redlock", "zookeeper", "etcd", "dynamodb", "nats",
+// "amqp"), each with a setter that points a copy of e at another
+// host:port (a proxy).
 func (e Endpoints) servers(systems ...string) ([]server, error) {
 	var out []server
 	for _, sys := range systems {
@@ -128,6 +139,18 @@ func (e Endpoints) servers(systems ...string) ([]server, error) {
 				return nil, err
 			}
 			out = append(out, server{"dynamodb", addr, func(e *Endpoints, a string) { e.DynamoDB = replaceURLHost(e.DynamoDB, a) }})
+		case "nats":
+			addr, err := urlHost(e.NATS)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, server{"nats", addr, func(e *Endpoints, a string) { e.NATS = replaceURLHost(e.NATS, a) }})
+		case "amqp":
+			addr, err := urlHost(e.AMQP)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, server{"amqp", addr, func(e *Endpoints, a string) { e.AMQP = replaceURLHost(e.AMQP, a) }})
 		default:
 			return nil, fmt.Errorf("chaos: unknown system %q", sys)
 		}

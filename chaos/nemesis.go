@@ -44,13 +44,18 @@ const (
 	// NemesisServerKill SIGKILLs one of Config.Servers, leaves it down for
 	// 0.5–1× the TTL, and restarts it.
 	NemesisServerKill = "server-kill"
+	// NemesisFailover fails over one of Config.Failovers: its replicas
+	// miss the primary's writes for 0.5–1× the TTL, the primary is killed,
+	// a replica promoted, and the clients sent there.
+	NemesisFailover = "failover"
 )
 
 // Nemeses lists every nemesis, in the order summaries print them. A run
 // with Config.Nemeses nil uses those that apply: the server faults only
-// with Config.Servers, NemesisTerminate only with a SQL database.
+// with Config.Servers, NemesisFailover only with Config.Failovers,
+// NemesisTerminate only with a SQL database.
 var Nemeses = []string{NemesisPause, NemesisKill, NemesisLatency, NemesisReset, NemesisDrop, NemesisFreeze,
-	NemesisTerminate, NemesisServerPause, NemesisServerKill}
+	NemesisTerminate, NemesisServerPause, NemesisServerKill, NemesisFailover}
 
 // Fault is one scheduled fault. The plan (kinds, durations and the random
 // numbers that choose targets) follows from the seed alone; when each fault
@@ -97,7 +102,7 @@ func plan(seed uint64, d, ttl, interval time.Duration, kinds []string) []Fault {
 			f.For = between(ttl, 3*ttl)
 		case NemesisReset:
 			f.For = 100 * time.Millisecond
-		case NemesisDrop, NemesisServerKill:
+		case NemesisDrop, NemesisServerKill, NemesisFailover:
 			f.For = between(ttl/2, ttl)
 		}
 		if f.Kind == NemesisLatency {
@@ -165,6 +170,8 @@ func (n *nemesis) inject(ctx context.Context, f *Fault) error {
 	switch f.Kind {
 	case NemesisServerPause, NemesisServerKill:
 		return n.injectServer(ctx, f, wait)
+	case NemesisFailover:
+		return n.injectFailover(ctx, f)
 	case NemesisTerminate:
 		if len(n.databases) == 0 {
 			return fmt.Errorf("no database")
@@ -226,13 +233,15 @@ func (n *nemesis) inject(ctx context.Context, f *Fault) error {
 
 // nemesis injects a run's plan.
 type nemesis struct {
-	crew        *crew
-	proxies     *proxies
-	killed      map[int]bool
-	env         *env     // direct endpoints, for NemesisTerminate
-	databases   []string // the run's SQL systems
-	servers     map[string]Server
-	serverNames []string // sorted, so that the seed picks
+	crew          *crew
+	proxies       *proxies
+	killed        map[int]bool
+	env           *env     // direct endpoints, for NemesisTerminate
+	databases     []string // the run's SQL systems
+	servers       map[string]Server
+	serverNames   []string // sorted, so that the seed picks
+	failovers     map[string]Failover
+	failoverNames []string // sorted
 }
 
 // run injects the faults of p in order until ctx ends, and returns those it

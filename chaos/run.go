@@ -67,6 +67,10 @@ type Config struct {
 	// (NemesisServerPause, NemesisServerKill), by name. Only servers the
 	// run may break: see Server.
 	Servers map[string]Server
+	// Failovers are replicated servers NemesisFailover may fail over, by
+	// the name of the server they stand for ("redis": the proxy of
+	// Endpoints.Redis, which must be the primary's address at the start).
+	Failovers map[string]Failover
 	// Command is the argv that starts a client process: a program whose
 	// main calls WorkerMain when IsWorker. Default: this executable, no
 	// arguments.
@@ -154,6 +158,7 @@ var workloads = map[string]workload{
 	"register":   registerWorkload{},
 	"idempotent": idempotentWorkload{},
 	"ratelimit":  ratelimitWorkload{},
+	"messages":   messagesWorkload{},
 }
 
 // Workloads lists the workload names Config.Workload accepts.
@@ -198,7 +203,8 @@ func Run(ctx context.Context, cfg *Config) (*Summary, error) {
 	start := time.Now()
 	nctx, cancel := context.WithTimeout(ctx, c.Duration)
 	n := &nemesis{crew: crew, proxies: px, killed: map[int]bool{}, env: &e, servers: c.Servers,
-		serverNames: slices.Sorted(maps.Keys(c.Servers))}
+		serverNames: slices.Sorted(maps.Keys(c.Servers)),
+		failovers:   c.Failovers, failoverNames: slices.Sorted(maps.Keys(c.Failovers))}
 	for _, sys := range systems {
 		if sys == "postgres" || sys == "mysql" {
 			n.databases = append(n.databases, sys)
@@ -285,6 +291,7 @@ func resolve(cfg *Config) (Config, env, error) {
 		for _, k := range Nemeses {
 			switch {
 			case (k == NemesisServerPause || k == NemesisServerKill) && len(c.Servers) == 0:
+			case k == NemesisFailover && len(c.Failovers) == 0:
 			case k == NemesisTerminate && !sql:
 			default:
 				c.Nemeses = append(c.Nemeses, k)
