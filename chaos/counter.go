@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -51,7 +54,10 @@ import (
 //   - final: the counter's value is not the last logged value.
 //
 // Options: "think", the longest random pause between read and write (a
-// duration; default 10ms).
+// duration; default 10ms); "cancel", the share of operations whose context
+// the client cancels at a random point (see client.opContext; default
+// 0.1) — an Acquire given up on, a write cut off before or during its
+// COMMIT, a Release abandoned.
 //
 // Increments whose COMMIT got no answer (or whose process was killed) are
 // ambiguous: either way is accepted, and their number is noted.
@@ -75,19 +81,54 @@ func (counterWorkload) systems(backend string) ([]string, error) {
 }
 
 // SQL of the counter's tables; %[1]s is the run's name (an identifier made
-// by resolve, never input).
+// by resolve, never input). Each counter is a row "c0", "c1", ….
 const (
 	counterCreate = `CREATE TABLE %[1]s (id text PRIMARY KEY, max_seen_token bigint NOT NULL DEFAULT 0, value bigint NOT NULL DEFAULT 0);
-CREATE TABLE %[1]s_log (n bigserial PRIMARY KEY, process int NOT NULL, seq bigint NOT NULL, token bigint NOT NULL, value bigint NOT NULL DEFAULT 0);
-INSERT INTO %[1]s (id, value) VALUES ('counter', 0);
+CREATE TABLE %[1]s_log (n bigserial PRIMARY KEY, key text NOT NULL, process int NOT NULL, seq bigint NOT NULL, token bigint NOT NULL, value bigint NOT NULL DEFAULT 0);
+INSERT INTO %[1]s (id) SELECT 'c' || i FROM generate_series(0, %[2]d - 1) AS i;
 CREATE SEQUENCE %[1]s_tokens;
 CREATE SEQUENCE %[1]s_locktokens`
-	counterDrop   = `DROP TABLE IF EXISTS %[1]s, %[1]s_log; DROP SEQUENCE IF EXISTS %[1]s_tokens, %[1]s_locktokens`
-	counterRead   = `SELECT value FROM %[1]s WHERE id = 'counter'`
-	counterWrite  = `UPDATE %[1]s SET value = $1 WHERE id = 'counter'`
-	counterLog    = `INSERT INTO %[1]s_log (process, seq, token, value) VALUES ($1, $2, $3, $4)`
-	counterLogAll = `SELECT process, seq, token, value FROM %[1]s_log ORDER BY n`
+	counterDrop    = `DROP TABLE IF EXISTS %[1]s, %[1]s_log; DROP SEQUENCE IF EXISTS %[1]s_tokens, %[1]s_locktokens`
+	counterRead    = `SELECT value FROM %[1]s WHERE id = $1`
+	counterReadAll = `SELECT id, value FROM %[1]s`
+	counterWrite   = `UPDATE %[1]s SET value = $1 WHERE id = $2`
+	counterLog     = `INSERT INTO %[1]s_log (key, process, seq, token, value) VALUES ($1, $2, $3, $4, $5)`
+	counterLogAll  = `SELECT key, process, seq, token, value FROM %[1]s_log ORDER BY n`
 )
+
+// counterOptions are the counter's settings (env.Options): "keys", the
+// number of counters, each under its own lock (default 1; more let a run
+// make more fenced writes in the same time: each holder pause stalls one
+// key, not all), and "think" (see counterThink).
+type counterOptions struct {
+	keys  int
+	think time.Duration
+}
+
+// counterMaxKeys bounds Options["keys"].
+const counterMaxKeys = 1000
+
+func parseCounterOptions(m map[string]string) (counterOptions, error) {
+	o := counterOptions{keys: 1, think: counterThink}
+	if v, ok := m["keys"]; ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > counterMaxKeys {
+			return o, fmt.Errorf("%w: counter option keys=%q: want 1 to %d", ErrInvalidConfig, v, counterMaxKeys)
+		}
+		o.keys = n
+	}
+	if v, ok := m["think"]; ok {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return o, fmt.Errorf("%w: counter option think=%q: want a duration", ErrInvalidConfig, v)
+		}
+		o.think = d
+	}
+	return o, nil
+}
+
+// counterKey names counter i.
+func counterKey(i int) string { return "c" + strconv.Itoa(i) }
 
 func (counterWorkload) setup(ctx context.Context, e *env) error {
 	conn, err := pgx.Connect(ctx, e.Endpoints.Postgres)
@@ -95,7 +136,11 @@ func (counterWorkload) setup(ctx context.Context, e *env) error {
 		return fmt.Errorf("chaos: postgres: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, fmt.Sprintf(counterCreate, e.Run)); err != nil {
+	o, err := parseCounterOptions(e.Options)
+	if err != nil {
+		return err
+	}
+	if _, err := conn.Exec(ctx, fmt.Sprintf(counterCreate, e.Run, o.keys)); err != nil {
 		return fmt.Errorf("chaos: create counter: %w", err)
 	}
 	if e.Backend == "dynamodb" {
@@ -205,16 +250,15 @@ func (counterWorkload) client(ctx context.Context, c *client) error {
 	}
 	defer closeLocker()
 	table := fenced.Table{Name: c.Run, KeyColumn: "id"}
-	think := counterThink
-	if v, ok := c.Options["think"]; ok {
-		if think, err = time.ParseDuration(v); err != nil || think < 0 {
-			return fmt.Errorf("%w: counter option think=%q: want a duration", ErrInvalidConfig, v)
-		}
+	o, err := parseCounterOptions(c.Options)
+	if err != nil {
+		return err
 	}
 	for ctx.Err() == nil {
-		acq := c.invoke(Op{Kind: "acquire", Key: "counter"})
-		actx, cancel := context.WithTimeout(ctx, 5*c.TTL)
-		lease, err := l.Acquire(actx, c.Run+"-counter", &distlock.Options{TTL: c.TTL})
+		key := counterKey(c.rng.IntN(o.keys))
+		acq := c.invoke(Op{Kind: "acquire", Key: key})
+		actx, cancel := c.opContext(ctx, 5*c.TTL)
+		lease, err := l.Acquire(actx, c.Run+"-"+key, &distlock.Options{TTL: c.TTL})
 		cancel()
 		if err != nil {
 			c.complete(acq, Fail, err)
@@ -222,9 +266,9 @@ func (counterWorkload) client(ctx context.Context, c *client) error {
 		}
 		acq.Token = int64(lease.Token())
 		c.complete(acq, OK, nil)
-		c.holdAndIncrement(ctx, pool, table, lease.Token(), think)
-		rel := c.invoke(Op{Kind: "release", Key: "counter", Token: acq.Token})
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout(c.TTL))
+		c.holdAndIncrement(ctx, pool, table, key, lease.Token(), o.think)
+		rel := c.invoke(Op{Kind: "release", Key: key, Token: acq.Token})
+		rctx, cancel := c.opContext(context.WithoutCancel(ctx), opTimeout(c.TTL))
 		err = lease.Release(rctx)
 		cancel()
 		switch {
@@ -240,9 +284,9 @@ func (counterWorkload) client(ctx context.Context, c *client) error {
 }
 
 // holdAndIncrement is the critical section: read, think, write + 1.
-func (c *client) holdAndIncrement(ctx context.Context, pool *pgxpool.Pool, table fenced.Table, token fenced.Token, think time.Duration) {
-	read := c.invoke(Op{Kind: "read", Key: "counter", Token: int64(token)})
-	v, err := c.readCounter(ctx, pool, table, token)
+func (c *client) holdAndIncrement(ctx context.Context, pool *pgxpool.Pool, table fenced.Table, key string, token fenced.Token, think time.Duration) {
+	read := c.invoke(Op{Kind: "read", Key: key, Token: int64(token)})
+	v, err := c.readCounter(ctx, pool, table, key, token)
 	if err != nil {
 		c.complete(read, Fail, err) // a read changes nothing the checker counts
 		return
@@ -252,24 +296,24 @@ func (c *client) holdAndIncrement(ctx context.Context, pool *pgxpool.Pool, table
 	if t := time.Duration(c.rng.Int64N(int64(think) + 1)); t > 0 {
 		time.Sleep(t) // the work between read and write: a pause lands here too
 	}
-	inc := c.invoke(Op{Kind: "incr", Key: "counter", Token: int64(token), Arg: v + 1})
+	inc := c.invoke(Op{Kind: "incr", Key: key, Token: int64(token), Arg: v + 1})
 	o, err := c.writeCounter(ctx, pool, table, token, inc)
 	c.complete(inc, o, err)
 }
 
-func (c *client) readCounter(ctx context.Context, pool *pgxpool.Pool, table fenced.Table, token fenced.Token) (int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, opTimeout(c.TTL))
+func (c *client) readCounter(ctx context.Context, pool *pgxpool.Pool, table fenced.Table, key string, token fenced.Token) (int64, error) {
+	ctx, cancel := c.opContext(ctx, opTimeout(c.TTL))
 	defer cancel()
 	var v int64
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if !c.Unsafe {
 			// Admit the token on the row: a later write with a lower one
 			// is refused from now on.
-			if err := fencedpg.Write(ctx, tx, table, "counter", token, nil); err != nil {
+			if err := fencedpg.Write(ctx, tx, table, key, token, nil); err != nil {
 				return err
 			}
 		}
-		return tx.QueryRow(ctx, fmt.Sprintf(counterRead, c.Run)).Scan(&v)
+		return tx.QueryRow(ctx, fmt.Sprintf(counterRead, c.Run), key).Scan(&v)
 	})
 	return v, err
 }
@@ -277,7 +321,7 @@ func (c *client) readCounter(ctx context.Context, pool *pgxpool.Pool, table fenc
 // writeCounter writes op.Arg and logs it in one transaction. Only the
 // COMMIT's failure is ambiguous: before it, nothing can have committed.
 func (c *client) writeCounter(ctx context.Context, pool *pgxpool.Pool, table fenced.Table, token fenced.Token, op Op) (Outcome, error) {
-	ctx, cancel := context.WithTimeout(ctx, opTimeout(c.TTL))
+	ctx, cancel := c.opContext(ctx, opTimeout(c.TTL))
 	defer cancel()
 	tx, err := pool.Begin(ctx)
 	if err != nil {
@@ -285,12 +329,12 @@ func (c *client) writeCounter(ctx context.Context, pool *pgxpool.Pool, table fen
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	if c.Unsafe {
-		_, err = tx.Exec(ctx, fmt.Sprintf(counterWrite, c.Run), op.Arg)
+		_, err = tx.Exec(ctx, fmt.Sprintf(counterWrite, c.Run), op.Arg, op.Key)
 	} else {
-		err = fencedpg.Update(ctx, tx, table, "counter", token, map[string]any{"value": op.Arg})
+		err = fencedpg.Update(ctx, tx, table, op.Key, token, map[string]any{"value": op.Arg})
 	}
 	if err == nil {
-		_, err = tx.Exec(ctx, fmt.Sprintf(counterLog, c.Run), op.Process, op.Seq, op.Token, op.Arg)
+		_, err = tx.Exec(ctx, fmt.Sprintf(counterLog, c.Run), op.Key, op.Process, op.Seq, op.Token, op.Arg)
 	}
 	if err != nil {
 		return Fail, err
@@ -318,24 +362,71 @@ func (counterWorkload) check(ctx context.Context, e *env, ops []Op) (*Report, er
 	if err != nil {
 		return nil, fmt.Errorf("chaos: read log: %w", err)
 	}
-	var final int64
-	if err := conn.QueryRow(ctx, fmt.Sprintf(counterRead, e.Run)).Scan(&final); err != nil {
-		return nil, fmt.Errorf("chaos: read counter: %w", err)
+	rows, err = conn.Query(ctx, fmt.Sprintf(counterReadAll, e.Run))
+	if err != nil {
+		return nil, fmt.Errorf("chaos: read counters: %w", err)
 	}
-	return checkCounter(ops, log, final), nil
+	finals := map[string]int64{}
+	for rows.Next() {
+		var k string
+		var v int64
+		if err := rows.Scan(&k, &v); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("chaos: read counters: %w", err)
+		}
+		finals[k] = v
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("chaos: read counters: %w", err)
+	}
+	return checkCounters(ops, log, finals), nil
+}
+
+// checkCounters checks each counter on its own (checkCounter) and merges
+// the reports: anomalies are named by key, counts and notes summed.
+func checkCounters(ops []Op, log []logRow, finals map[string]int64) *Report {
+	opsBy := map[string][]Op{}
+	for _, op := range ops {
+		opsBy[op.Key] = append(opsBy[op.Key], op)
+	}
+	logBy := map[string][]logRow{}
+	for _, row := range log {
+		logBy[row.Key] = append(logBy[row.Key], row)
+	}
+	r := &Report{}
+	var acked, ambiguous, committed int
+	for _, key := range slices.Sorted(maps.Keys(finals)) {
+		k, a, u := checkCounter(opsBy[key], logBy[key], finals[key])
+		for _, a := range k.Anomalies {
+			r.add(a.Kind, "%s: %s", key, a.Detail)
+		}
+		for kind, n := range k.Counts {
+			// add counted the listed ones; count the rest.
+			if listed := min(n, maxDetails); n > listed {
+				r.Counts[kind] += n - listed
+			}
+		}
+		acked += a
+		ambiguous += u
+		committed += len(logBy[key])
+	}
+	r.note("%d counters: %d increments acknowledged, %d ambiguous, %d committed", len(finals), acked, ambiguous, committed)
+	return r.finish()
 }
 
 // logRow is one accepted increment, as the log table holds it.
 type logRow struct {
+	Key     string
 	Process int
 	Seq     int64
 	Token   int64
 	Value   int64
 }
 
-// checkCounter judges a counter history against the log of accepted
-// increments (in commit order) and the counter's final value.
-func checkCounter(ops []Op, log []logRow, final int64) *Report {
+// checkCounter judges one counter's history against the log of its
+// accepted increments (in commit order) and its final value, and returns
+// the numbers of increments acknowledged and ambiguous.
+func checkCounter(ops []Op, log []logRow, final int64) (*Report, int, int) {
 	r := &Report{}
 	incs := map[[2]int64]Op{}
 	for _, op := range ops {
@@ -374,6 +465,5 @@ func checkCounter(ops []Op, log []logRow, final int64) *Report {
 	if final != prev {
 		r.add("final", "the counter holds %d, the log's last value is %d", final, prev)
 	}
-	r.note("%d increments acknowledged, %d ambiguous, %d committed; final value %d", ok, ambiguous, len(log), final)
-	return r.finish()
+	return r.finish(), ok, ambiguous
 }

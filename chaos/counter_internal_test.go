@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -13,7 +14,7 @@ func TestCheckCounter(t *testing.T) {
 		return Op{Process: p, Seq: seq, Kind: "incr", Token: tok, Arg: v, Outcome: o}
 	}
 	ok := []Op{inc(1, 1, 1, 1, OK), inc(2, 1, 2, 2, OK), inc(1, 2, 3, 3, Unknown), inc(2, 2, 4, 3, Fail)}
-	okLog := []logRow{{1, 1, 1, 1}, {2, 1, 2, 2}, {1, 2, 3, 3}}
+	okLog := []logRow{{"c0", 1, 1, 1, 1}, {"c0", 2, 1, 2, 2}, {"c0", 1, 2, 3, 3}}
 	for _, tc := range []struct {
 		name  string
 		ops   []Op
@@ -23,13 +24,13 @@ func TestCheckCounter(t *testing.T) {
 	}{
 		{"valid, ambiguous committed", ok, okLog, 3, nil},
 		{"valid, ambiguous lost", ok, okLog[:2], 2, nil},
-		{"lost update", ok, []logRow{{1, 1, 1, 1}, {2, 1, 2, 1}}, 1, []string{"lost-update"}},
-		{"lost ack", ok, []logRow{{1, 1, 1, 1}}, 1, []string{"lost-ack"}},
-		{"stale write", ok, []logRow{{1, 1, 2, 1}, {2, 1, 1, 2}}, 2, []string{"stale-write"}},
-		{"phantom", ok, []logRow{{1, 1, 1, 1}, {2, 1, 2, 2}, {2, 2, 4, 3}}, 3, []string{"phantom"}},
+		{"lost update", ok, []logRow{{"c0", 1, 1, 1, 1}, {"c0", 2, 1, 2, 1}}, 1, []string{"lost-update"}},
+		{"lost ack", ok, []logRow{{"c0", 1, 1, 1, 1}}, 1, []string{"lost-ack"}},
+		{"stale write", ok, []logRow{{"c0", 1, 1, 2, 1}, {"c0", 2, 1, 1, 2}}, 2, []string{"stale-write"}},
+		{"phantom", ok, []logRow{{"c0", 1, 1, 1, 1}, {"c0", 2, 1, 2, 2}, {"c0", 2, 2, 4, 3}}, 3, []string{"phantom"}},
 		{"final", ok, okLog[:2], 5, []string{"final"}},
 	} {
-		r := checkCounter(tc.ops, tc.log, tc.final)
+		r, _, _ := checkCounter(tc.ops, tc.log, tc.final)
 		var got []string
 		for k := range r.Counts {
 			got = append(got, k)
@@ -44,12 +45,12 @@ func TestCheckCounter(t *testing.T) {
 // TestPlan: the fault plan follows from the seed alone, fills the run and
 // draws only the kinds asked for.
 func TestPlan(t *testing.T) {
-	a := plan(7, time.Minute, time.Second, time.Second, Nemeses)
-	b := plan(7, time.Minute, time.Second, time.Second, Nemeses)
+	a := plan(7, systemStream, time.Minute, time.Second, time.Second, Nemeses)
+	b := plan(7, systemStream, time.Minute, time.Second, time.Second, Nemeses)
 	if !slices.Equal(a, b) {
 		t.Fatal("same seed, different plans")
 	}
-	if c := plan(8, time.Minute, time.Second, time.Second, Nemeses); slices.Equal(a, c) {
+	if c := plan(8, systemStream, time.Minute, time.Second, time.Second, Nemeses); slices.Equal(a, c) {
 		t.Fatal("different seeds, same plan")
 	}
 	var total time.Duration
@@ -64,10 +65,32 @@ func TestPlan(t *testing.T) {
 	if total < time.Minute || len(kinds) != len(Nemeses) {
 		t.Errorf("plan covers %s with kinds %v", total, kinds)
 	}
-	if p := plan(7, time.Minute, time.Second, time.Second, []string{NemesisKill}); len(p) == 0 || p[0].Kind != NemesisKill {
+	if c := plan(7, clientStream, time.Minute, time.Second, time.Second, Nemeses); slices.Equal(a, c) {
+		t.Fatal("two streams, same plan")
+	}
+	if p := plan(7, clientStream, time.Minute, time.Second, time.Second, []string{NemesisKill}); len(p) == 0 || p[0].Kind != NemesisKill {
 		t.Errorf("kill-only plan: %+v", p)
 	}
-	if p := plan(7, time.Minute, time.Second, time.Second, nil); p != nil {
+	if p := plan(7, clientStream, time.Minute, time.Second, time.Second, nil); p != nil {
 		t.Errorf("no nemesis, plan %+v", p)
+	}
+}
+
+// TestCheckCounters: counters are judged one by one; an anomaly names its
+// counter, and one counter's log never excuses another's.
+func TestCheckCounters(t *testing.T) {
+	ops := []Op{
+		{Process: 1, Seq: 1, Kind: "incr", Key: "c0", Token: 1, Arg: 1, Outcome: OK},
+		{Process: 2, Seq: 1, Kind: "incr", Key: "c1", Token: 2, Arg: 1, Outcome: OK},
+	}
+	log := []logRow{{"c0", 1, 1, 1, 1}, {"c1", 2, 1, 2, 1}}
+	if r := checkCounters(ops, log, map[string]int64{"c0": 1, "c1": 1}); !r.Valid {
+		t.Fatalf("valid history: %+v", r.Anomalies)
+	}
+	// c1's increment logged under c0: c0 has a lost update, c1 a lost ack.
+	log[1].Key = "c0"
+	r := checkCounters(ops, log, map[string]int64{"c0": 1, "c1": 0})
+	if r.Counts["lost-update"] != 1 || r.Counts["lost-ack"] != 1 || !strings.HasPrefix(r.Anomalies[0].Detail, "c0: ") {
+		t.Fatalf("anomalies %v: %+v", r.Counts, r.Anomalies)
 	}
 }

@@ -27,22 +27,31 @@
 //     answer a client accepted is the effect that committed.
 //   - ratelimit: clients ask a fixed-window limiter (redis or postgres) for
 //     one key; no window may admit more than the limit.
+//   - messages: business transactions add events to the outbox
+//     (PostgreSQL); relays publish them to NATS JetStream or RabbitMQ
+//     (backend nats or amqp); consumers apply each through the inbox.
+//     After a drain without faults, every committed event must have had
+//     its effect exactly once, and nothing may be stranded.
 //
 // # Nemeses
 //
-// One fault at a time, drawn from the seed (see Fault and Nemeses): client
-// processes SIGSTOPped for 1–3× the lease TTL (the GC pause; lease holders
-// are preferred) or SIGKILLed and replaced, and, through an in-process
-// Toxiproxy in front of every server, added latency, reset connections,
-// answers dropped after the request reached the server (what makes a
-// driver or SDK retry an applied write), and frozen servers.
+// Two streams of faults drawn from the seed (see Fault and Nemeses), each
+// one fault at a time, running at once. The clients': processes SIGSTOPped
+// for 1–3× the lease TTL (the GC pause; lease holders are preferred) or
+// SIGKILLed and replaced. The system's: through an in-process Toxiproxy in
+// front of every server, added latency, reset connections, answers dropped
+// after the request reached the server (what makes a driver or SDK retry
+// an applied write) and frozen servers; the run's database sessions
+// terminated; server processes frozen or killed and restarted
+// (Config.Servers); a Redis primary lost with its last writes and a
+// replica promoted (Config.Failovers, RedisFailover).
 //
 // # Negative controls
 //
 // Config.Unsafe runs the same workload with its safety mechanism off: the
 // counter without fencing, the register's cas without its version check,
 // the HTTP handler without idempotency keys, a check-then-increment rate
-// limiter. A harness that finds nothing there has faults
+// limiter, a consumer without the inbox. A harness that finds nothing there has faults
 // too weak to judge the safe run, so the tests run both, with the same
 // seed, and assert both verdicts.
 //

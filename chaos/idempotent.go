@@ -732,6 +732,10 @@ func idemFinal(rep idemReply) (bool, Outcome, error) {
 		return true, Fail, errStoredCancellation
 	case rep.replayed && rep.status < 300:
 		return true, Fail, fmt.Errorf("%w: %d", errFabricated, rep.status)
+	case rep.status < 300 && rep.status != http.StatusCreated:
+		// A success that is not the handler's answer (the empty 200 of a
+		// handler that gave up): not final, as a client would retry it.
+		return false, Pending, nil
 	case rep.replayed && rep.status >= 500:
 		return true, Unknown, fmt.Errorf("chaos: stored answer %d", rep.status)
 	case rep.replayed, rep.status == http.StatusCreated:

@@ -86,6 +86,7 @@ func TestIdempotentFinal(t *testing.T) {
 		{idemReply{status: 500, replayed: true, handlerCancelled: true}, true, Fail},
 		{idemReply{status: 200, replayed: true}, true, Fail},
 		{idemReply{status: 500, handlerCancelled: true}, false, Pending}, // not stored: the retry runs
+		{idemReply{status: 200}, false, Pending},                         // not the handler's answer: retried
 	} {
 		final, o, _ := idemFinal(tc.rep)
 		if final != tc.final || (final && o != tc.o) {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -59,7 +61,9 @@ var Nemeses = []string{NemesisPause, NemesisKill, NemesisLatency, NemesisReset, 
 
 // Fault is one scheduled fault. The plan (kinds, durations and the random
 // numbers that choose targets) follows from the seed alone; when each fault
-// starts depends on how long the previous ones took to heal.
+// starts depends on how long the previous ones of its stream took to heal.
+// Client faults (pause, kill) and the others come in two streams that run
+// at once, each one fault at a time.
 type Fault struct {
 	// Kind is one of Nemeses.
 	Kind string `json:"kind"`
@@ -78,14 +82,25 @@ type Fault struct {
 	Error  string `json:"error,omitempty"` // why it could not be injected
 }
 
-// plan returns the faults of a run: kinds drawn from kinds (pauses twice
+// A run injects two streams of faults at once, each one fault at a time:
+// the clients' (pauses and kills: a GC pause does not wait for the network
+// to be healthy) and the system's (proxies, sessions, servers, failovers).
+const (
+	clientStream uint64 = 0x636c69656e74
+	systemStream uint64 = 0x6e656d65736973
+)
+
+// isClientFault reports whether kind belongs to the clients' stream.
+func isClientFault(kind string) bool { return kind == NemesisPause || kind == NemesisKill }
+
+// plan returns one stream of faults: kinds drawn from kinds (pauses twice
 // as often as each other kind, since the lease workloads need them most),
 // gaps of 0.5–1.5× interval, enough to fill d.
-func plan(seed uint64, d, ttl, interval time.Duration, kinds []string) []Fault {
+func plan(seed, stream uint64, d, ttl, interval time.Duration, kinds []string) []Fault {
 	if len(kinds) == 0 {
 		return nil
 	}
-	r := rand.New(rand.NewPCG(seed, 0x6e656d65736973))
+	r := rand.New(rand.NewPCG(seed, stream))
 	var weighted []string
 	for _, k := range kinds {
 		weighted = append(weighted, k)
@@ -242,6 +257,37 @@ type nemesis struct {
 	serverNames   []string // sorted, so that the seed picks
 	failovers     map[string]Failover
 	failoverNames []string // sorted
+}
+
+// runAll injects the plans of kinds from seed, the clients' faults and the
+// system's concurrently, until ctx ends, and returns the faults started,
+// in the order they started. progress is called once per fault, never
+// concurrently.
+func (n *nemesis) runAll(ctx context.Context, seed uint64, d, ttl, interval time.Duration, kinds []string, progress func(Fault)) []Fault {
+	var client, system []string
+	for _, k := range kinds {
+		if isClientFault(k) {
+			client = append(client, k)
+		} else {
+			system = append(system, k)
+		}
+	}
+	var mu sync.Mutex
+	report := func(f Fault) {
+		mu.Lock()
+		defer mu.Unlock()
+		if progress != nil {
+			progress(f)
+		}
+	}
+	var wg sync.WaitGroup
+	var a, b []Fault
+	wg.Go(func() { a = n.run(ctx, plan(seed, clientStream, d, ttl, interval, client), report) })
+	wg.Go(func() { b = n.run(ctx, plan(seed, systemStream, d, ttl, interval, system), report) })
+	wg.Wait()
+	all := append(a, b...)
+	slices.SortStableFunc(all, func(x, y Fault) int { return cmpInt64(x.At, y.At) })
+	return all
 }
 
 // run injects the faults of p in order until ctx ends, and returns those it

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -94,6 +95,29 @@ type client struct {
 	mu  sync.Mutex
 	out io.Writer
 	seq int64
+}
+
+// defaultCancel is the share of operations opContext cancels at a random
+// point when Options["cancel"] does not say.
+const defaultCancel = 0.1
+
+// opContext bounds one operation by timeout and, for a share of the
+// operations (Options["cancel"], a probability; default defaultCancel),
+// ends it earlier at a random point within its first 20 ms: a client that
+// gives up before the request is sent, while it runs, or before the
+// answer (of a COMMIT, of a Release) arrives. Not safe for concurrent
+// use: it draws on the client's random source.
+func (c *client) opContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	p := defaultCancel
+	if v, ok := c.Options["cancel"]; ok {
+		if x, err := strconv.ParseFloat(v, 64); err == nil && x >= 0 && x <= 1 {
+			p = x
+		}
+	}
+	if c.rng.Float64() < p {
+		timeout = min(timeout, time.Duration(c.rng.Int64N(int64(20*time.Millisecond))))
+	}
+	return context.WithTimeout(ctx, timeout)
 }
 
 // invoke records the invocation of op and returns it numbered and timed;

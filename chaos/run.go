@@ -32,12 +32,14 @@ var ErrInvalidConfig = concurkit.InvalidArgumentError("chaos: invalid config")
 // Config describes one run. Zero fields mean their defaults.
 type Config struct {
 	// Workload is "counter" (the fenced counter), "register",
-	// "idempotent" or "ratelimit" (see the package doc). Required.
+	// "idempotent", "ratelimit", "messages" or "saga" (see the package
+	// doc). Required.
 	Workload string
 	// Backend is the system under test: for counter a lock backend
 	// ("redis", "redlock", "zookeeper", "etcd", "dynamodb", "postgres"),
 	// for register and idempotent a database ("postgres", "mysql",
-	// "dynamodb"), for ratelimit "redis" or "postgres". Required.
+	// "dynamodb"), for ratelimit "redis" or "postgres", for messages the
+	// broker ("nats", "amqp"), for saga "postgres" or "mysql". Required.
 	Backend string
 	// Unsafe runs the negative control: the workload with its safety
 	// mechanism off (counter: no fencing). A run whose checker finds
@@ -50,7 +52,9 @@ type Config struct {
 	// TTL is the lease TTL, which also scales the faults' durations.
 	// Default DefaultTTL.
 	TTL time.Duration
-	// Interval is the mean quiet time between faults. Default the TTL.
+	// Interval is the mean quiet time between two faults of a stream (the
+	// clients' pauses and kills, and the system's faults, run at once).
+	// Default the TTL.
 	Interval time.Duration
 	// Nemeses are the kinds of fault to inject (see Nemeses); nil means
 	// all, an empty non-nil slice none.
@@ -210,7 +214,7 @@ func Run(ctx context.Context, cfg *Config) (*Summary, error) {
 			n.databases = append(n.databases, sys)
 		}
 	}
-	faults := n.run(nctx, plan(c.Seed, c.Duration, c.TTL, c.Interval, c.Nemeses), func(f Fault) {
+	faults := n.runAll(nctx, c.Seed, c.Duration, c.TTL, c.Interval, c.Nemeses, func(f Fault) {
 		if c.Progress != nil {
 			fmt.Fprintf(c.Progress, "%7.1fs %-7s %-12s %s%s\n", time.Since(start).Seconds(), f.Kind, f.Target, f.For.Round(time.Millisecond), errSuffix(f.Error))
 		}

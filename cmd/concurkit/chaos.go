@@ -30,8 +30,10 @@ backends redis, redlock, zookeeper, etcd, dynamodb, postgres; the counter lives
 in PostgreSQL), register (read/write/cas per key through the optimistic
 adapters, checked for linearizability with porcupine), idempotent (HTTP
 requests with idempotency keys, cancelled and retried; postgres, mysql,
-dynamodb for both) and ratelimit (a fixed-window limiter; redis, postgres).
---unsafe: no fencing, no version check, no keys, check-then-increment.
+dynamodb for both), ratelimit (a fixed-window limiter; redis, postgres),
+messages (outbox, relay, broker, inbox; nats, amqp) and saga (postgres, mysql).
+--unsafe: no fencing, no version check, no keys, check-then-increment, no inbox,
+no saga store.
 
 Servers come from the CONCURKIT_* environment variables (scripts/services.sh
 env prints them), defaulting to the ports scripts/services.sh uses. A progress
