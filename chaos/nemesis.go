@@ -50,14 +50,19 @@ const (
 	// miss the primary's writes for 0.5–1× the TTL, the primary is killed,
 	// a replica promoted, and the clients sent there.
 	NemesisFailover = "failover"
+	// NemesisPartition cuts one server of a cluster off from the others
+	// for 1–3× the TTL (Config.Partitioner); clients still reach every
+	// server.
+	NemesisPartition = "partition"
 )
 
 // Nemeses lists every nemesis, in the order summaries print them. A run
 // with Config.Nemeses nil uses those that apply: the server faults only
 // with Config.Servers, NemesisFailover only with Config.Failovers,
+// NemesisPartition only with Config.Partitioner,
 // NemesisTerminate only with a SQL database.
 var Nemeses = []string{NemesisPause, NemesisKill, NemesisLatency, NemesisReset, NemesisDrop, NemesisFreeze,
-	NemesisTerminate, NemesisServerPause, NemesisServerKill, NemesisFailover}
+	NemesisTerminate, NemesisServerPause, NemesisServerKill, NemesisFailover, NemesisPartition}
 
 // Fault is one scheduled fault. The plan (kinds, durations and the random
 // numbers that choose targets) follows from the seed alone; when each fault
@@ -113,7 +118,7 @@ func plan(seed, stream uint64, d, ttl, interval time.Duration, kinds []string) [
 	for total := time.Duration(0); total < d; {
 		f := Fault{Kind: weighted[r.IntN(len(weighted))], Gap: between(interval/2, interval*3/2), Pick: r.Uint64()}
 		switch f.Kind {
-		case NemesisPause, NemesisLatency, NemesisFreeze, NemesisServerPause:
+		case NemesisPause, NemesisLatency, NemesisFreeze, NemesisServerPause, NemesisPartition:
 			f.For = between(ttl, 3*ttl)
 		case NemesisReset:
 			f.For = 100 * time.Millisecond
@@ -187,6 +192,8 @@ func (n *nemesis) inject(ctx context.Context, f *Fault) error {
 		return n.injectServer(ctx, f, wait)
 	case NemesisFailover:
 		return n.injectFailover(ctx, f)
+	case NemesisPartition:
+		return n.injectPartition(ctx, f, wait)
 	case NemesisTerminate:
 		if len(n.databases) == 0 {
 			return fmt.Errorf("no database")
@@ -257,6 +264,7 @@ type nemesis struct {
 	serverNames   []string // sorted, so that the seed picks
 	failovers     map[string]Failover
 	failoverNames []string // sorted
+	partitioner   Partitioner
 }
 
 // runAll injects the plans of kinds from seed, the clients' faults and the

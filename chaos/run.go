@@ -75,6 +75,9 @@ type Config struct {
 	// the name of the server they stand for ("redis": the proxy of
 	// Endpoints.Redis, which must be the primary's address at the start).
 	Failovers map[string]Failover
+	// Partitioner cuts the servers of a cluster off from one another
+	// (NemesisPartition), e.g. a *testkit.Netns the servers run in.
+	Partitioner Partitioner
 	// Command is the argv that starts a client process: a program whose
 	// main calls WorkerMain when IsWorker. Default: this executable, no
 	// arguments.
@@ -208,7 +211,8 @@ func Run(ctx context.Context, cfg *Config) (*Summary, error) {
 	nctx, cancel := context.WithTimeout(ctx, c.Duration)
 	n := &nemesis{crew: crew, proxies: px, killed: map[int]bool{}, env: &e, servers: c.Servers,
 		serverNames: slices.Sorted(maps.Keys(c.Servers)),
-		failovers:   c.Failovers, failoverNames: slices.Sorted(maps.Keys(c.Failovers))}
+		failovers:   c.Failovers, failoverNames: slices.Sorted(maps.Keys(c.Failovers)),
+		partitioner: c.Partitioner}
 	for _, sys := range systems {
 		if sys == "postgres" || sys == "mysql" {
 			n.databases = append(n.databases, sys)
@@ -296,6 +300,7 @@ func resolve(cfg *Config) (Config, env, error) {
 			switch {
 			case (k == NemesisServerPause || k == NemesisServerKill) && len(c.Servers) == 0:
 			case k == NemesisFailover && len(c.Failovers) == 0:
+			case k == NemesisPartition && c.Partitioner == nil:
 			case k == NemesisTerminate && !sql:
 			default:
 				c.Nemeses = append(c.Nemeses, k)

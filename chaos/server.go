@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -27,6 +28,18 @@ type Server interface {
 	// Restart starts the server again after a kill and returns once it
 	// serves requests, or ctx ends.
 	Restart(ctx context.Context) error
+}
+
+// Partitioner cuts a cluster's servers off from one another and heals the
+// cut: the NemesisPartition fault. *testkit.Netns is one (servers in
+// network namespaces of their own, cut with blackhole routes).
+type Partitioner interface {
+	// Len is the number of servers.
+	Len() int
+	// Partition cuts the servers in group off from the others, both ways.
+	Partition(group ...int) error
+	// Heal removes every cut.
+	Heal() error
 }
 
 // PidFileServer is a Server known by its pid file, for servers a script
@@ -72,6 +85,22 @@ func (s PidFileServer) Restart(ctx context.Context) error {
 		return fmt.Errorf("chaos: restart %s: %w: %s", strings.Join(s.RestartCommand, " "), err, tail(string(out), 500))
 	}
 	return nil
+}
+
+// injectPartition cuts the server f.Pick chooses off from the rest of its
+// cluster for f.For (a minority of one: a leader, as often as not, loses
+// its quorum).
+func (n *nemesis) injectPartition(ctx context.Context, f *Fault, wait func(time.Duration)) error {
+	if n.partitioner == nil || n.partitioner.Len() < 2 {
+		return fmt.Errorf("no cluster to partition (Config.Partitioner)")
+	}
+	member := int(f.Pick % uint64(n.partitioner.Len()))
+	f.Target = fmt.Sprintf("member %d", member+1)
+	if err := n.partitioner.Partition(member); err != nil {
+		return errors.Join(err, n.partitioner.Heal())
+	}
+	wait(f.For)
+	return n.partitioner.Heal()
 }
 
 // serverDown bounds a restart after NemesisServerKill (a server that

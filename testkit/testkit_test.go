@@ -490,3 +490,42 @@ func TestName(t *testing.T) {
 		seen[n] = true
 	}
 }
+
+// TestNetnsPartition: an etcd cluster in namespaces of its own keeps a
+// quorum when one member is cut off, the cut member cannot serve a
+// linearizable read, and after Heal it can again.
+func TestNetnsPartition(t *testing.T) {
+	t.Parallel()
+	nn := testkit.StartNetns(t, 3)
+	procs := testkit.StartEtcdClusterNetns(t, nn)
+	isolated := testkit.EtcdClient(t, []string{procs[2].Addr}, "")
+	majority := testkit.EtcdClient(t, []string{procs[0].Addr, procs[1].Addr}, "")
+	if err := nn.Partition(2); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	testkit.WaitEtcdLeader(t, procs[:2])
+	if _, err := majority.Put(ctx, "k", "v"); err != nil {
+		t.Fatalf("majority put: %v", err)
+	}
+	short, cancelShort := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancelShort()
+	if _, err := isolated.Get(short, "k"); err == nil {
+		t.Fatal("the cut-off member served a linearizable read")
+	}
+	if err := nn.Heal(); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		actx, acancel := context.WithTimeout(ctx, time.Second)
+		r, err := isolated.Get(actx, "k")
+		acancel()
+		if err == nil && len(r.Kvs) == 1 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("after Heal: %v", err)
+		}
+	}
+}
