@@ -45,12 +45,12 @@ func TestCheckCounter(t *testing.T) {
 // TestPlan: the fault plan follows from the seed alone, fills the run and
 // draws only the kinds asked for.
 func TestPlan(t *testing.T) {
-	a := plan(7, systemStream, time.Minute, time.Second, time.Second, Nemeses)
-	b := plan(7, systemStream, time.Minute, time.Second, time.Second, Nemeses)
+	a := plan(7, systemStream, 10*time.Minute, time.Second, time.Second, Nemeses)
+	b := plan(7, systemStream, 10*time.Minute, time.Second, time.Second, Nemeses)
 	if !slices.Equal(a, b) {
 		t.Fatal("same seed, different plans")
 	}
-	if c := plan(8, systemStream, time.Minute, time.Second, time.Second, Nemeses); slices.Equal(a, c) {
+	if c := plan(8, systemStream, 10*time.Minute, time.Second, time.Second, Nemeses); slices.Equal(a, c) {
 		t.Fatal("different seeds, same plan")
 	}
 	var total time.Duration
@@ -62,10 +62,10 @@ func TestPlan(t *testing.T) {
 			t.Errorf("pause of %s, want 1-3 TTL", f.For)
 		}
 	}
-	if total < time.Minute || len(kinds) != len(Nemeses) {
+	if total < 10*time.Minute || len(kinds) != len(Nemeses) {
 		t.Errorf("plan covers %s with kinds %v", total, kinds)
 	}
-	if c := plan(7, clientStream, time.Minute, time.Second, time.Second, Nemeses); slices.Equal(a, c) {
+	if c := plan(7, clientStream, 10*time.Minute, time.Second, time.Second, Nemeses); slices.Equal(a, c) {
 		t.Fatal("two streams, same plan")
 	}
 	if p := plan(7, clientStream, time.Minute, time.Second, time.Second, []string{NemesisKill}); len(p) == 0 || p[0].Kind != NemesisKill {
