@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log"
 	"log/slog"
 	"maps"
@@ -35,7 +34,6 @@ import (
 	"github.com/concurkit/concurkit/idempotency/idempotencydynamo"
 	"github.com/concurkit/concurkit/idempotency/idempotencymysql"
 	"github.com/concurkit/concurkit/idempotency/idempotencypg"
-	"github.com/concurkit/concurkit/migrations"
 )
 
 // idempotentWorkload is the idempotent-HTTP workload. Every client process
@@ -186,20 +184,16 @@ func (idempotentWorkload) systems(backend string) ([]string, error) {
 // Statements of the PostgreSQL side; %[1]s is the run's schema (an
 // identifier made by resolve, never input).
 const (
-	idemPGCreateSchema = `CREATE SCHEMA %[1]s; SET search_path TO %[1]s`
-	idemPGCreate       = `CREATE TABLE %[1]s.effects (effect bigint PRIMARY KEY, idem_key text NOT NULL, process int NOT NULL)`
-	idemPGDrop         = `DROP SCHEMA IF EXISTS %[1]s CASCADE`
-	idemPGInsert       = `INSERT INTO %[1]s.effects (effect, idem_key, process) VALUES ($1, $2, $3)`
-	idemPGEffects      = `SELECT effect, idem_key, process FROM %[1]s.effects`
+	idemPGCreate  = `CREATE TABLE %[1]s.effects (effect bigint PRIMARY KEY, idem_key text NOT NULL, process int NOT NULL)`
+	idemPGInsert  = `INSERT INTO %[1]s.effects (effect, idem_key, process) VALUES ($1, $2, $3)`
+	idemPGEffects = `SELECT effect, idem_key, process FROM %[1]s.effects`
 )
 
 // Statements of the MySQL side; %[1]s is the run's database.
 const (
-	idemMySQLCreateDB = "CREATE DATABASE `%[1]s`"
-	idemMySQLCreate   = "CREATE TABLE `%[1]s`.effects (effect BIGINT NOT NULL PRIMARY KEY, idem_key VARBINARY(255) NOT NULL, process INT NOT NULL) ENGINE=InnoDB"
-	idemMySQLDrop     = "DROP DATABASE IF EXISTS `%[1]s`"
-	idemMySQLInsert   = "INSERT INTO `%[1]s`.effects (effect, idem_key, process) VALUES (?, ?, ?)"
-	idemMySQLEffects  = "SELECT effect, idem_key, process FROM `%[1]s`.effects"
+	idemMySQLCreate  = "CREATE TABLE `%[1]s`.effects (effect BIGINT NOT NULL PRIMARY KEY, idem_key VARBINARY(255) NOT NULL, process INT NOT NULL) ENGINE=InnoDB"
+	idemMySQLInsert  = "INSERT INTO `%[1]s`.effects (effect, idem_key, process) VALUES (?, ?, ?)"
+	idemMySQLEffects = "SELECT effect, idem_key, process FROM `%[1]s`.effects"
 )
 
 // The key table's DDL is the toolkit migration's own file (version 2),
@@ -219,45 +213,9 @@ func (idempotentWorkload) setup(ctx context.Context, e *env) error {
 	}
 	switch e.Backend {
 	case "postgres":
-		ddl, err := idemMigration(migrations.Postgres)
-		if err != nil {
-			return err
-		}
-		conn, err := pgx.Connect(ctx, e.Endpoints.Postgres)
-		if err != nil {
-			return fmt.Errorf("chaos: postgres: %w", err)
-		}
-		defer conn.Close(context.WithoutCancel(ctx))
-		for _, q := range []string{fmt.Sprintf(idemPGCreateSchema, e.Run), ddl, fmt.Sprintf(idemPGCreate, e.Run)} {
-			if _, err := conn.Exec(ctx, q); err != nil {
-				return fmt.Errorf("chaos: create idempotency tables: %w", err)
-			}
-		}
-		return nil
+		return createScope(ctx, e, "postgres", []string{idemKeysMigration}, idemPGCreate)
 	case "mysql":
-		ddl, err := idemMigration(migrations.MySQL)
-		if err != nil {
-			return err
-		}
-		admin, err := idemMySQL(e.Endpoints.MySQL, "", opTimeout(e.TTL), mysqlOptions{})
-		if err != nil {
-			return err
-		}
-		defer admin.Close()
-		if _, err := admin.ExecContext(ctx, fmt.Sprintf(idemMySQLCreateDB, e.Run)); err != nil {
-			return fmt.Errorf("chaos: create database: %w", err)
-		}
-		db, err := idemMySQL(e.Endpoints.MySQL, e.Run, opTimeout(e.TTL), mysqlOptions{})
-		if err != nil {
-			return err
-		}
-		defer db.Close()
-		for _, q := range []string{ddl, fmt.Sprintf(idemMySQLCreate, e.Run)} {
-			if _, err := db.ExecContext(ctx, q); err != nil {
-				return fmt.Errorf("chaos: create idempotency tables: %w", err)
-			}
-		}
-		return nil
+		return createScope(ctx, e, "mysql", []string{idemKeysMigration}, idemMySQLCreate)
 	case "dynamodb":
 		c := dynamoClient(e.Endpoints.DynamoDB)
 		if err := idempotencydynamo.CreateTable(ctx, c, idemDynamoKeys(e.Run)); err != nil {
@@ -281,19 +239,6 @@ func (idempotentWorkload) setup(ctx context.Context, e *env) error {
 	return fmt.Errorf("chaos: idempotent backend %q", e.Backend)
 }
 
-// idemMigration returns the SQL of the toolkit's key-table migration.
-func idemMigration(d migrations.Dialect) (string, error) {
-	m, err := migrations.FS(d)
-	if err != nil {
-		return "", err
-	}
-	b, err := fs.ReadFile(m, idemKeysMigration)
-	if err != nil {
-		return "", fmt.Errorf("chaos: idempotency key table: %w", err)
-	}
-	return string(b), nil
-}
-
 // idemMySQL opens dsn on database db ("" for none) with I/O timeouts:
 // the driver gives some calls no context, and a frozen server would hold
 // them forever.
@@ -315,22 +260,8 @@ func idemMySQL(dsn, db string, timeout time.Duration, o mysqlOptions) (*sql.DB, 
 // tables (DynamoDB).
 func (idempotentWorkload) teardown(ctx context.Context, e *env) error {
 	switch e.Backend {
-	case "postgres":
-		conn, err := pgx.Connect(ctx, e.Endpoints.Postgres)
-		if err != nil {
-			return err
-		}
-		defer conn.Close(ctx)
-		_, err = conn.Exec(ctx, fmt.Sprintf(idemPGDrop, e.Run))
-		return err
-	case "mysql":
-		db, err := idemMySQL(e.Endpoints.MySQL, "", opTimeout(e.TTL), mysqlOptions{})
-		if err != nil {
-			return err
-		}
-		defer db.Close()
-		_, err = db.ExecContext(ctx, fmt.Sprintf(idemMySQLDrop, e.Run))
-		return err
+	case "postgres", "mysql":
+		return dropScope(ctx, e, e.Backend)
 	case "dynamodb":
 		c := dynamoClient(e.Endpoints.DynamoDB)
 		var errs []error

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
 	"math/rand/v2"
 	"slices"
@@ -25,7 +24,6 @@ import (
 	"github.com/concurkit/concurkit/inbox/inboxamqp"
 	"github.com/concurkit/concurkit/inbox/inboxnats"
 	"github.com/concurkit/concurkit/inbox/inboxpg"
-	"github.com/concurkit/concurkit/migrations"
 	"github.com/concurkit/concurkit/outbox"
 	"github.com/concurkit/concurkit/outbox/outboxamqp"
 	"github.com/concurkit/concurkit/outbox/outboxnats"
@@ -179,11 +177,9 @@ func (messagesWorkload) systems(backend string) ([]string, error) {
 // never input). Effects have no key on the event: a second application is
 // a second row, which is what the checker looks for.
 const (
-	msgsCreateSchema = `CREATE SCHEMA %[1]s; SET search_path TO %[1]s`
-	msgsCreate       = `CREATE TABLE %[1]s.orders (event text PRIMARY KEY, process int NOT NULL);
+	msgsCreate = `CREATE TABLE %[1]s.orders (event text PRIMARY KEY, process int NOT NULL);
 CREATE TABLE %[1]s.effects (n bigserial PRIMARY KEY, event text NOT NULL, process int NOT NULL, delivery int NOT NULL);
 CREATE INDEX ON %[1]s.effects (event)`
-	msgsDrop         = `DROP SCHEMA IF EXISTS %[1]s CASCADE`
 	msgsOrder        = `INSERT INTO %[1]s.orders (event, process) VALUES ($1, $2)`
 	msgsInsertEffect = `INSERT INTO %[1]s.effects (event, process, delivery) VALUES ($1, $2, $3)`
 	// msgsBacklog counts the outbox's unpublished rows and its events
@@ -207,23 +203,8 @@ func (messagesWorkload) setup(ctx context.Context, e *env) error {
 	if _, err := parseMsgsOptions(e.Options); err != nil {
 		return err
 	}
-	m, err := migrations.FS(migrations.Postgres)
-	if err != nil {
+	if err := createScope(ctx, e, "postgres", []string{msgsMigration}, msgsCreate); err != nil {
 		return err
-	}
-	ddl, err := fs.ReadFile(m, msgsMigration)
-	if err != nil {
-		return fmt.Errorf("chaos: messaging tables: %w", err)
-	}
-	conn, err := pgx.Connect(ctx, e.Endpoints.Postgres)
-	if err != nil {
-		return fmt.Errorf("chaos: postgres: %w", err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	for _, q := range []string{fmt.Sprintf(msgsCreateSchema, e.Run), string(ddl), fmt.Sprintf(msgsCreate, e.Run)} {
-		if _, err := conn.Exec(ctx, q); err != nil {
-			return fmt.Errorf("chaos: create messaging tables: %w", err)
-		}
 	}
 	switch e.Backend {
 	case "nats":
@@ -236,13 +217,7 @@ func (messagesWorkload) setup(ctx context.Context, e *env) error {
 
 // teardown drops the run's schema and its stream or queue.
 func (messagesWorkload) teardown(ctx context.Context, e *env) error {
-	var errs []error
-	conn, err := pgx.Connect(ctx, e.Endpoints.Postgres)
-	if err == nil {
-		_, err = conn.Exec(ctx, fmt.Sprintf(msgsDrop, e.Run))
-		conn.Close(ctx)
-	}
-	errs = append(errs, err)
+	errs := []error{dropScope(ctx, e, "postgres")}
 	switch e.Backend {
 	case "nats":
 		nc, err := nats.Connect(e.Endpoints.NATS, nats.Timeout(opTimeout(e.TTL)))

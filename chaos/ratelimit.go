@@ -4,16 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"slices"
 	"strconv"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/concurkit/concurkit/migrations"
 	"github.com/concurkit/concurkit/ratelimit"
 	"github.com/concurkit/concurkit/ratelimit/ratelimitpg"
 	"github.com/concurkit/concurkit/ratelimit/ratelimitredis"
@@ -50,8 +47,8 @@ func ratelimitLimit(ttl time.Duration) ratelimit.Limit {
 
 // Statements of the PostgreSQL side; %[1]s is the run's schema.
 const (
-	rlCreateSchema = `CREATE SCHEMA %[1]s; SET search_path TO %[1]s`
-	rlDropSchema   = `DROP SCHEMA IF EXISTS %[1]s CASCADE`
+	// rlMigration creates the limiter's tables (toolkit version 5).
+	rlMigration = "0005_ratelimit.up.sql"
 	// The unsafe limiter's two statements: read, then count.
 	rlUnsafeRead = `SELECT coalesce((SELECT used FROM %[1]s.concurkit_ratelimit_windows WHERE key = $1), 0)`
 	rlUnsafeAdd  = `INSERT INTO %[1]s.concurkit_ratelimit_windows (key, window_end, used) VALUES ($1, now(), 1)
@@ -62,38 +59,13 @@ func (ratelimitWorkload) setup(ctx context.Context, e *env) error {
 	if e.Backend != "postgres" {
 		return nil
 	}
-	conn, err := pgx.Connect(ctx, e.Endpoints.Postgres)
-	if err != nil {
-		return fmt.Errorf("chaos: postgres: %w", err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	m, err := migrations.FS(migrations.Postgres)
-	if err != nil {
-		return err
-	}
-	ddl, err := fs.ReadFile(m, "0005_ratelimit.up.sql")
-	if err != nil {
-		return fmt.Errorf("chaos: rate-limit tables: %w", err)
-	}
-	if _, err := conn.Exec(ctx, fmt.Sprintf(rlCreateSchema, e.Run)); err != nil {
-		return fmt.Errorf("chaos: create schema: %w", err)
-	}
-	if _, err := conn.Exec(ctx, string(ddl)); err != nil {
-		return fmt.Errorf("chaos: create rate-limit tables: %w", err)
-	}
-	return nil
+	return createScope(ctx, e, "postgres", []string{rlMigration})
 }
 
 func (ratelimitWorkload) teardown(ctx context.Context, e *env) error {
 	switch e.Backend {
 	case "postgres":
-		conn, err := pgx.Connect(ctx, e.Endpoints.Postgres)
-		if err != nil {
-			return err
-		}
-		defer conn.Close(ctx)
-		_, err = conn.Exec(ctx, fmt.Sprintf(rlDropSchema, e.Run))
-		return err
+		return dropScope(ctx, e, "postgres")
 	case "redis":
 		c := goredis.NewClient(&goredis.Options{Addr: e.Endpoints.Redis})
 		defer c.Close()
