@@ -53,7 +53,8 @@ import (
 //   - phantom: a logged increment the client was told failed;
 //   - final: the counter's value is not the last logged value.
 //
-// Options: "think", the longest random pause between read and write (a
+// Options: "redis_context_timeout" (see redisOptions; redis and redlock);
+// "think", the longest random pause between read and write (a
 // duration; default 10ms); "cancel", the share of operations whose context
 // the client cancels at a random point (see client.opContext; default
 // 0.1) — an Acquire given up on, a write cut off before or during its
@@ -187,13 +188,13 @@ func locker(ctx context.Context, e *env, pool *pgxpool.Pool) (distlock.Locker, f
 	eps := e.Endpoints
 	switch e.Backend {
 	case "redis":
-		c := goredis.NewClient(&goredis.Options{Addr: eps.Redis})
+		c := goredis.NewClient(redisOptions(e, eps.Redis))
 		l, err := redislock.New(c, &redislock.Config{Source: src, FenceTTL: time.Hour})
 		return l, func() { _ = c.Close() }, err
 	case "redlock":
 		cs := make([]*goredis.Client, len(eps.Redlock))
 		for i, a := range eps.Redlock {
-			cs[i] = goredis.NewClient(&goredis.Options{Addr: a})
+			cs[i] = goredis.NewClient(redisOptions(e, a))
 		}
 		l, err := redlock.New(cs, &redlock.Config{Source: src, FenceTTL: time.Hour})
 		return l, func() {

@@ -87,7 +87,7 @@ func (ratelimitWorkload) client(ctx context.Context, c *client) error {
 	var allow allowFunc
 	switch c.Backend {
 	case "redis":
-		rdb := goredis.NewClient(&goredis.Options{Addr: c.Endpoints.Redis})
+		rdb := goredis.NewClient(redisOptions(&c.env, c.Endpoints.Redis))
 		defer rdb.Close()
 		if c.Unsafe {
 			allow = unsafeRedisAllow(rdb, limit)

@@ -64,6 +64,10 @@ for b in redis redlock zookeeper etcd dynamodb postgres; do
 		$(servers pg ${lockservers[$b]})
 done
 
+# go-redis bounding each command by its context's deadline.
+both counter-redis-cto "$counter_duration" --workload counter --backend redis --workers 8 \
+	--options keys=4,redis_context_timeout=true $(servers pg redis)
+
 both register-postgres "$duration" --workload register --backend postgres $(servers pg)
 both register-mysql "$duration" --workload register --backend mysql $(servers mariadb)
 both register-mysql-rc "$duration" --workload register --backend mysql --options isolation=read-committed $(servers mariadb)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	goredis "github.com/redis/go-redis/v9"
 )
 
 // mysqlOptions are the MySQL/MariaDB session settings every workload on
@@ -84,4 +85,15 @@ func (o mysqlOptions) apply(cfg *mysql.Config, timeout time.Duration) {
 		// every new connection; the modes were checked to be bare names.
 		cfg.Params["sql_mode"] = "CONCAT(@@sql_mode, '," + strings.Join(o.sqlModes, ",") + "')"
 	}
+}
+
+// redisOptions are a client process's go-redis options for addr: the
+// library's defaults (its own retries included: a retried command the
+// server already applied is one of the faults under test), and
+// ContextTimeoutEnabled when Options["redis_context_timeout"] is "true"
+// (go-redis then bounds each command by its context's deadline instead of
+// its read and write timeouts alone).
+func redisOptions(e *env, addr string) *goredis.Options {
+	on, _ := strconv.ParseBool(e.Options["redis_context_timeout"])
+	return &goredis.Options{Addr: addr, ContextTimeoutEnabled: on}
 }
