@@ -64,6 +64,13 @@ for b in redis redlock zookeeper etcd dynamodb postgres; do
 		$(servers pg ${lockservers[$b]})
 done
 
+# The clusters, members frozen and killed (the leader among them, a third
+# of the time).
+CONCURKIT_ETCD_ENDPOINT=$CONCURKIT_ETCD_CLUSTER both counter-etcd-cluster "$counter_duration" \
+	--workload counter --backend etcd --workers 8 --options keys=4 $(servers pg etcd1 etcd2 etcd3)
+CONCURKIT_ZK_ADDR=$CONCURKIT_ZK_ENSEMBLE both counter-zookeeper-ensemble "$counter_duration" \
+	--workload counter --backend zookeeper --workers 8 --options keys=4 $(servers pg zk1 zk2 zk3)
+
 # go-redis bounding each command by its context's deadline.
 both counter-redis-cto "$counter_duration" --workload counter --backend redis --workers 8 \
 	--options keys=4,redis_context_timeout=true $(servers pg redis)
