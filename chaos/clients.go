@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"database/sql"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -96,4 +97,21 @@ func (o mysqlOptions) apply(cfg *mysql.Config, timeout time.Duration) {
 func redisOptions(e *env, addr string) *goredis.Options {
 	on, _ := strconv.ParseBool(e.Options["redis_context_timeout"])
 	return &goredis.Options{Addr: addr, ContextTimeoutEnabled: on}
+}
+
+// openMySQL opens dsn on database db ("" for none) with I/O timeouts:
+// the driver gives some calls no context, and a frozen server would hold
+// them forever.
+func openMySQL(dsn, db string, timeout time.Duration, o mysqlOptions) (*sql.DB, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("chaos: mysql dsn: %w", err)
+	}
+	cfg.DBName = db
+	o.apply(cfg, timeout)
+	c, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("chaos: mysql dsn: %w", err)
+	}
+	return sql.OpenDB(c), nil
 }

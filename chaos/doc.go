@@ -32,6 +32,11 @@
 //     (backend nats or amqp); consumers apply each through the inbox.
 //     After a drain without faults, every committed event must have had
 //     its effect exactly once, and nothing may be stranded.
+//   - saga: every client process runs the same stream of three-step sagas
+//     (postgres or mysql store), some failing and compensating, and first
+//     resumes the unfinished ones it finds, so runners race for each; the
+//     steps record when they ran. No step may run in two runners at once,
+//     none again once recorded, every compensated step compensated once.
 //
 // # Nemeses
 //
@@ -51,7 +56,8 @@
 // Config.Unsafe runs the same workload with its safety mechanism off: the
 // counter without fencing, the register's cas without its version check,
 // the HTTP handler without idempotency keys, a check-then-increment rate
-// limiter, a consumer without the inbox. A harness that finds nothing there has faults
+// limiter, a consumer without the inbox, sagas without their store's
+// claims. A harness that finds nothing there has faults
 // too weak to judge the safe run, so the tests run both, with the same
 // seed, and assert both verdicts.
 //

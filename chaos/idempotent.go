@@ -239,23 +239,6 @@ func (idempotentWorkload) setup(ctx context.Context, e *env) error {
 	return fmt.Errorf("chaos: idempotent backend %q", e.Backend)
 }
 
-// idemMySQL opens dsn on database db ("" for none) with I/O timeouts:
-// the driver gives some calls no context, and a frozen server would hold
-// them forever.
-func idemMySQL(dsn, db string, timeout time.Duration, o mysqlOptions) (*sql.DB, error) {
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("chaos: mysql dsn: %w", err)
-	}
-	cfg.DBName = db
-	o.apply(cfg, timeout)
-	c, err := mysql.NewConnector(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("chaos: mysql dsn: %w", err)
-	}
-	return sql.OpenDB(c), nil
-}
-
 // teardown drops the run's schema (PostgreSQL), database (MySQL) or
 // tables (DynamoDB).
 func (idempotentWorkload) teardown(ctx context.Context, e *env) error {
@@ -364,7 +347,7 @@ func openIdem(ctx context.Context, e *env) (idempotency.Store, effectStore, func
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		db, err := idemMySQL(e.Endpoints.MySQL, e.Run, opTimeout(e.TTL), o)
+		db, err := openMySQL(e.Endpoints.MySQL, e.Run, opTimeout(e.TTL), o)
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -778,7 +761,7 @@ func readEffects(ctx context.Context, e *env) ([]effectRow, error) {
 		}
 		return pgx.CollectRows(rows, pgx.RowToStructByPos[effectRow])
 	case "mysql":
-		db, err := idemMySQL(e.Endpoints.MySQL, "", opTimeout(e.TTL), mysqlOptions{})
+		db, err := openMySQL(e.Endpoints.MySQL, "", opTimeout(e.TTL), mysqlOptions{})
 		if err != nil {
 			return nil, err
 		}

@@ -165,6 +165,7 @@ var workloads = map[string]workload{
 	"register":   registerWorkload{},
 	"idempotent": idempotentWorkload{},
 	"ratelimit":  ratelimitWorkload{},
+	"saga":       sagaWorkload{},
 	"messages":   messagesWorkload{},
 }
 
