@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/concurkit/concurkit"
+	"github.com/concurkit/concurkit/chaos"
 	"github.com/concurkit/concurkit/deadlock"
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/fenced"
@@ -38,6 +39,7 @@ var badInput = map[string]error{
 	"idempotency.ErrInvalidKey":    idempotency.ErrInvalidKey,
 	"inbox.ErrInvalidID":           inbox.ErrInvalidID,
 	"outbox.ErrInvalidMessage":     outbox.ErrInvalidMessage,
+	"chaos.ErrInvalidConfig":       chaos.ErrInvalidConfig,
 }
 
 // handleNames maps the internal handle interfaces to the one exported name

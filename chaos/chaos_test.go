@@ -86,17 +86,18 @@ func pair(t *testing.T, cfg func(t *testing.T) *chaos.Config, proves func(*chaos
 }
 
 // TestChaosServerFaults runs the fenced counter on a Redis server of its
-// own, which the nemesis freezes and kills (a killed Redis forgets every
+// own, which the nemesis kills and restarts (a killed Redis forgets every
 // lock: the next client takes the lock its holder still believes it has),
-// beside client pauses.
+// beside client pauses. (Freezing it stalls every client and shows
+// little in 12 s; make chaos does both.)
 func TestChaosServerFaults(t *testing.T) {
 	pair(t, func(t *testing.T) *chaos.Config {
 		redis := testkit.StartRedis(t, 1)[0]
 		e := endpoints(t, "postgres")
 		e.Redis = redis.Addr
 		return &chaos.Config{Workload: "counter", Backend: "redis", Endpoints: e, Options: counterOptions,
-			Duration: 12 * time.Second, // a frozen or restarting Redis stalls every client
-			Nemeses:  []string{chaos.NemesisPause, chaos.NemesisServerPause, chaos.NemesisServerKill},
+			Duration: 12 * time.Second, // a restarting Redis stalls every client
+			Nemeses:  []string{chaos.NemesisPause, chaos.NemesisServerKill},
 			Servers:  map[string]chaos.Server{"redis": redis}}
 	}, func(s *chaos.Summary) bool { return s.Ops["incr/ok"] > 0 && s.Faults[chaos.NemesisServerKill] > 0 })
 }

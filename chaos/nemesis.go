@@ -16,9 +16,10 @@ import (
 
 // The nemeses: the faults a run injects, one at a time.
 const (
-	// NemesisPause SIGSTOPs a client process (a lease holder, when one is
-	// known, three times in four) for 1–3× the TTL, then SIGCONTs it: the
-	// GC pause that outlives a lease.
+	// NemesisPause SIGSTOPs a client process for 1–3× the TTL, then
+	// SIGCONTs it: the GC pause that outlives a lease. Three times in four
+	// it picks a lease holder, one between its fenced read and its write
+	// when there is one.
 	NemesisPause = "pause"
 	// NemesisKill SIGKILLs a client process and starts a new one.
 	NemesisKill = "kill"

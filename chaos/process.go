@@ -164,17 +164,21 @@ type crew struct {
 	argv []string
 	spec spec
 	hist *History
-	// holder tracks which processes hold a lease (an acquire completed OK
-	// and no release invoked since), for the nemesis that pauses holders.
+	// holding tracks which processes hold a lease (an acquire completed OK
+	// and no release invoked since), and reading which of them are between
+	// a fenced read and the write it leads to (their last event a read
+	// with a token that completed OK): the nemesis that pauses clients
+	// prefers those, the worst moment for a GC pause.
 	mu      sync.Mutex
 	holding map[int]bool
+	reading map[int]bool
 	live    map[int]*worker
 	next    int
 	exited  []*worker
 }
 
 func newCrew(argv []string, s spec, h *History) *crew {
-	return &crew{argv: argv, spec: s, hist: h, holding: map[int]bool{}, live: map[int]*worker{}}
+	return &crew{argv: argv, spec: s, hist: h, holding: map[int]bool{}, reading: map[int]bool{}, live: map[int]*worker{}}
 }
 
 // start starts one more client process.
@@ -213,6 +217,7 @@ func (c *crew) start() error {
 		c.mu.Lock()
 		delete(c.live, id)
 		delete(c.holding, id)
+		delete(c.reading, id)
 		c.exited = append(c.exited, w)
 		c.mu.Unlock()
 		close(w.done)
@@ -237,20 +242,27 @@ func (c *crew) read(r io.Reader) {
 		case op.Kind == "release" && op.Outcome == Pending:
 			delete(c.holding, op.Process)
 		}
+		c.reading[op.Process] = op.Kind == "read" && op.Outcome == OK && op.Token != 0
 		c.mu.Unlock()
 	}
 }
 
-// pick returns a live worker, a lease holder if preferHolder and there is
+// pick returns a live worker — if preferHolder, one between its fenced
+// read and its write if there is one, else a lease holder if there is
 // one; nil if none is live. r makes the choice reproducible.
 func (c *crew) pick(r *rand.Rand, preferHolder bool) *worker {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var pool []*worker
 	if preferHolder {
-		for id := range c.holding {
-			if w := c.live[id]; w != nil {
-				pool = append(pool, w)
+		for _, set := range []map[int]bool{c.reading, c.holding} {
+			for id, ok := range set {
+				if w := c.live[id]; ok && w != nil {
+					pool = append(pool, w)
+				}
+			}
+			if len(pool) > 0 {
+				break
 			}
 		}
 	}
