@@ -256,7 +256,7 @@ func (sagaWorkload) systems(backend string) ([]string, error) {
 // Statements of the PostgreSQL side; %[1]s is the run's schema (an
 // identifier made by resolve, never input).
 const (
-	sagaPGCreate       = `CREATE TABLE %[1]s.saga_effects (saga_key text NOT NULL, step int NOT NULL, kind text NOT NULL,
+	sagaPGCreate = `CREATE TABLE %[1]s.saga_effects (saga_key text NOT NULL, step int NOT NULL, kind text NOT NULL,
 	process int NOT NULL, run bigint NOT NULL, attempt int NOT NULL, started bigint NOT NULL, ended bigint NOT NULL,
 	PRIMARY KEY (saga_key, step, kind, process, run))`
 	// sagaPGInsert is idempotent within a run: a step retried after an
@@ -268,7 +268,7 @@ const (
 
 // Statements of the MySQL side; %[1]s is the run's database.
 const (
-	sagaMySQLCreate   = "CREATE TABLE `%[1]s`.saga_effects (saga_key VARBINARY(255) NOT NULL, step INT NOT NULL, kind VARCHAR(16) NOT NULL, " +
+	sagaMySQLCreate = "CREATE TABLE `%[1]s`.saga_effects (saga_key VARBINARY(255) NOT NULL, step INT NOT NULL, kind VARCHAR(16) NOT NULL, " +
 		"process INT NOT NULL, run BIGINT NOT NULL, attempt INT NOT NULL, started BIGINT NOT NULL, ended BIGINT NOT NULL, " +
 		"PRIMARY KEY (saga_key, step, kind, process, run)) ENGINE=InnoDB"
 	// sagaMySQLInsert is idempotent within a run, as sagaPGInsert; the
