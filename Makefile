@@ -7,8 +7,9 @@
 #   make bench-full the full grid (about an hour; what bench/results/ holds)
 #   make bench-peers concurkit's locks and helpers vs the libraries people use
 #                   (interleaved, benchstat confidence intervals; ~4 min)
-#   make chaos      the long fault-injection runs (every backend, fencing on and
-#                   off; ~30 min; summaries in chaos/results/)
+#   make chaos      the long fault-injection runs (every workload and backend, safe
+#                   and unsafe, servers frozen and killed: run it alone; ~1 h;
+#                   summaries in chaos/results/)
 #   make status     which servers are up
 #   make down       stop the servers started by scripts/services.sh
 #   make unit | fuzz | vet | fmt-check    single phases of `make test`
