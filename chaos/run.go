@@ -299,7 +299,8 @@ func resolve(cfg *Config) (Config, env, error) {
 		sql := slices.Contains(systems, "postgres") || slices.Contains(systems, "mysql")
 		for _, k := range Nemeses {
 			switch {
-			case (k == NemesisServerPause || k == NemesisServerKill) && len(c.Servers) == 0:
+			case k == NemesisServerPause && len(c.Servers) == 0:
+			case k == NemesisServerKill && !slices.ContainsFunc(slices.Collect(maps.Values(c.Servers)), canRestart):
 			case k == NemesisFailover && len(c.Failovers) == 0:
 			case k == NemesisPartition && c.Partitioner == nil:
 			case k == NemesisTerminate && !sql:

@@ -50,8 +50,10 @@ type PidFileServer struct {
 	// PidFile is the file the pid is read from, at every signal.
 	PidFile string
 	// RestartCommand is the argv that starts the server again and exits
-	// once it serves requests, e.g. {"scripts/services.sh", "up", "redis"}.
-	// Empty: the server cannot be restarted, so only paused.
+	// once it serves requests, e.g. {"scripts/services.sh", "up", "redis"}
+	// (which starts it on a fresh data directory: right for a Redis
+	// without persistence, a data loss for a database). Empty: the server
+	// is only ever paused.
 	RestartCommand []string
 }
 
@@ -74,6 +76,10 @@ func (s PidFileServer) Signal(sig syscall.Signal) error {
 	}
 	return syscall.Kill(pid, sig)
 }
+
+// CanRestart reports whether s has a RestartCommand: NemesisServerKill
+// kills only servers that can be brought back.
+func (s PidFileServer) CanRestart() bool { return len(s.RestartCommand) > 0 }
 
 // Restart runs RestartCommand and waits for it.
 func (s PidFileServer) Restart(ctx context.Context) error {
@@ -103,6 +109,13 @@ func (n *nemesis) injectPartition(ctx context.Context, f *Fault, wait func(time.
 	return n.partitioner.Heal()
 }
 
+// canRestart reports whether NemesisServerKill may kill s: unless s says
+// it cannot be restarted (PidFileServer without a command), it can.
+func canRestart(s Server) bool {
+	r, ok := s.(interface{ CanRestart() bool })
+	return !ok || r.CanRestart()
+}
+
 // serverDown bounds a restart after NemesisServerKill (a server that
 // needs longer is reported as a failed fault, and the run goes on).
 const serverDown = 90 * time.Second
@@ -112,7 +125,19 @@ func (n *nemesis) injectServer(ctx context.Context, f *Fault, wait func(time.Dur
 	if len(n.serverNames) == 0 {
 		return fmt.Errorf("no server to %s (Config.Servers)", f.Kind)
 	}
-	name := n.serverNames[int(f.Pick%uint64(len(n.serverNames)))]
+	names := n.serverNames
+	if f.Kind == NemesisServerKill {
+		names = nil
+		for _, name := range n.serverNames {
+			if canRestart(n.servers[name]) {
+				names = append(names, name)
+			}
+		}
+		if len(names) == 0 {
+			return fmt.Errorf("no server that can be restarted")
+		}
+	}
+	name := names[int(f.Pick%uint64(len(names)))]
 	s := n.servers[name]
 	f.Target = name
 	switch f.Kind {

@@ -23,11 +23,18 @@ mkdir -p chaos/results
 state=${CONCURKIT_STATE:-/tmp/concurkit}/run
 status=0
 
-# servers NAME...: --server flags for scripts/services.sh's servers, which the
-# nemesis may then freeze and kill (restarting them with services.sh up).
+# servers NAME...: flags for scripts/services.sh's servers. services.sh up
+# restarts a server on a fresh data directory, so only the Redis servers
+# (no persistence; tokens come from PostgreSQL) are killed and restarted:
+# the others are frozen (--pause-server), their data kept — killing etcd,
+# ZooKeeper or DynamoDB Local that way would restart their token counters.
 servers() {
-	local n
-	for n in "$@"; do printf -- '--server %s=%s/%s.pid ' "$n" "$state" "$n"; done
+	local n flag
+	for n in "$@"; do
+		flag=--pause-server
+		[[ $n == redis* ]] && flag=--server
+		printf -- '%s %s=%s/%s.pid ' "$flag" "$n" "$state" "$n"
+	done
 }
 
 # run NAME DURATION FLAGS...: one run; an INVALID verdict fails the script
@@ -58,22 +65,26 @@ both() {
 
 declare -A lockservers=([redis]=redis [redlock]="redlock1 redlock2 redlock3 redlock4 redlock5"
 	[zookeeper]=zk [etcd]=etcd [dynamodb]=dynamodb [postgres]=)
+# Short leases and faults close together: ≥100 client pauses in the run.
+# etcd grants no lease under 2 s (its default timing): 1 s there.
 for b in redis redlock zookeeper etcd dynamodb postgres; do
+	timing=(--ttl 300ms --interval 300ms)
+	[[ $b == etcd ]] && timing=(--ttl 1s)
 	# shellcheck disable=SC2046 # one flag per word
-	both "counter-$b" "$counter_duration" --workload counter --backend "$b" --workers 8 --options keys=4 \
+	both "counter-$b" "$counter_duration" --workload counter --backend "$b" --workers 8 --options keys=4 "${timing[@]}" \
 		$(servers pg ${lockservers[$b]})
 done
 
 # The clusters, members frozen and killed (the leader among them, a third
 # of the time).
 CONCURKIT_ETCD_ENDPOINT=$CONCURKIT_ETCD_CLUSTER both counter-etcd-cluster "$counter_duration" \
-	--workload counter --backend etcd --workers 8 --options keys=4 $(servers pg etcd1 etcd2 etcd3)
+	--workload counter --backend etcd --workers 8 --options keys=4 --ttl 1s $(servers pg etcd1 etcd2 etcd3)
 CONCURKIT_ZK_ADDR=$CONCURKIT_ZK_ENSEMBLE both counter-zookeeper-ensemble "$counter_duration" \
-	--workload counter --backend zookeeper --workers 8 --options keys=4 $(servers pg zk1 zk2 zk3)
+	--workload counter --backend zookeeper --workers 8 --options keys=4 --ttl 300ms --interval 300ms $(servers pg zk1 zk2 zk3)
 
 # go-redis bounding each command by its context's deadline.
 both counter-redis-cto "$counter_duration" --workload counter --backend redis --workers 8 \
-	--options keys=4,redis_context_timeout=true $(servers pg redis)
+	--options keys=4,redis_context_timeout=true --ttl 300ms --interval 300ms $(servers pg redis)
 
 both register-postgres "$duration" --workload register --backend postgres $(servers pg)
 both register-mysql "$duration" --workload register --backend mysql $(servers mariadb)

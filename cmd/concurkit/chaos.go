@@ -63,8 +63,9 @@ func runChaos(ctx context.Context, c *command, args []string, stdout, stderr io.
 	fs.StringVar(&nemeses, "nemesis", "", "faults to inject, comma-separated, or none (default: every one that applies: "+strings.Join(chaos.Nemeses, ", ")+")")
 	fs.Uint64Var(&cfg.Seed, "seed", 0, "seed of the fault plan and the clients (0: random, printed)")
 	fs.StringVar(&options, "options", "", "workload options, key=value,key=value (e.g. isolation=repeatable-read)")
-	servers := serverFlag{}
-	fs.Var(servers, "server", "NAME=PIDFILE: a server the nemesis may freeze and kill (repeatable); only servers you may break")
+	servers, paused := serverFlag{}, serverFlag{}
+	fs.Var(servers, "server", "NAME=PIDFILE: a server the nemesis may freeze and kill, then restart with --restart (repeatable); only servers you may break")
+	fs.Var(paused, "pause-server", "NAME=PIDFILE: a server the nemesis may freeze, never kill (repeatable): one whose restart would lose its data")
 	var restart string
 	fs.StringVar(&restart, "restart", "scripts/services.sh up {name}", "command that restarts a --server after a kill; {name} is its NAME")
 	fs.StringVar(&cfg.Out, "out", "", "directory for history.jsonl, faults.jsonl, report.json, summary.txt (default: none)")
@@ -91,11 +92,14 @@ func runChaos(ctx context.Context, c *command, args []string, stdout, stderr io.
 			cfg.Options[k] = v
 		}
 	}
-	if len(servers) > 0 {
+	if len(servers)+len(paused) > 0 {
 		cfg.Servers = map[string]chaos.Server{}
 		for name, pidfile := range servers {
 			argv := strings.Fields(strings.ReplaceAll(restart, "{name}", name))
 			cfg.Servers[name] = chaos.PidFileServer{PidFile: pidfile, RestartCommand: argv}
+		}
+		for name, pidfile := range paused {
+			cfg.Servers[name] = chaos.PidFileServer{PidFile: pidfile}
 		}
 	}
 	cfg.Progress = stdout
