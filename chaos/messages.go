@@ -489,16 +489,6 @@ func (b *msgsAMQP) close() {
 	}
 }
 
-// sleepCtx sleeps d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
-}
-
 // msgsNode is one process's part of the chain, in a client process or in
 // the checker's drain: its tables, outbox, inbox and broker.
 type msgsNode struct {

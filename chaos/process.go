@@ -340,3 +340,15 @@ func (w *lockedWriter) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
+// sleepCtx waits d, or until ctx ends (its error).
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -551,7 +551,7 @@ func (sagaWorkload) client(ctx context.Context, c *client) error {
 // pause waits a little after a run that ended Unknown: while the network
 // fails, runs fail within milliseconds, and a process that went straight
 // on would skip through the stream, leaving keys nobody runs.
-func (w *sagaClient) pause(ctx context.Context) { _ = sagaSleep(ctx, w.c.TTL/6) }
+func (w *sagaClient) pause(ctx context.Context) { _ = sleepCtx(ctx, w.c.TTL/6) }
 
 // recover resumes the instances a recovery job would find now. A failed
 // listing is skipped: the next iteration lists again.
@@ -647,12 +647,12 @@ func (w *sagaClient) execute(ctx context.Context, key string, step int, kind str
 	}
 	err := w.effects.write(ctx, func() (sagaEffect, error) {
 		start := time.Now()
-		if err := sagaSleep(ctx, d); err != nil {
+		if err := sleepCtx(ctx, d); err != nil {
 			return sagaEffect{}, err
 		}
 		end := time.Now()
 		if end.Sub(start) > d+sagaOverslept {
-			_ = sagaSleep(ctx, sagaSettle)
+			_ = sleepCtx(ctx, sagaSettle)
 		}
 		return sagaEffect{Key: key, Step: step, Kind: kind, Process: r.process, Run: r.seq,
 			Attempt: attempt, Start: start.UnixNano(), End: end.UnixNano()}, ctx.Err()
@@ -667,18 +667,6 @@ func (w *sagaClient) execute(ctx context.Context, key string, step int, kind str
 	}
 	r.effects++
 	return nil
-}
-
-// sagaSleep sleeps d, or until ctx ends (its error).
-func sagaSleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // check reads the effect rows and every key's stored status, and judges

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -49,6 +50,18 @@ type Partitioner interface {
 type PidFileServer struct {
 	// PidFile is the file the pid is read from, at every signal.
 	PidFile string
+	// Reexec, with no RestartCommand, restarts a killed server by running
+	// again exactly what was running: the command line, working directory,
+	// environment and user read from /proc just before SIGKILL, in a
+	// session of its own; the new pid and its start time go to the pid
+	// file ("pid start-time", the format of scripts/services.sh). The data
+	// directory is kept: a crash and a restart, as a database sees them.
+	Reexec bool
+	// Addr is the server's host:port; Restart returns once it accepts
+	// connections (needed by Reexec).
+	Addr string
+	// last is what was running before the last SIGKILL (Reexec).
+	last *process
 	// RestartCommand is the argv that starts the server again and exits
 	// once it serves requests, e.g. {"scripts/services.sh", "up", "redis"}
 	// (which starts it on a fresh data directory: right for a Redis
@@ -57,19 +70,34 @@ type PidFileServer struct {
 	RestartCommand []string
 }
 
-// Signal sends sig to the process (group) named by the pid file.
-func (s PidFileServer) Signal(sig syscall.Signal) error {
+// pid reads the pid file.
+func (s *PidFileServer) pid() (int, error) {
 	b, err := os.ReadFile(s.PidFile)
 	if err != nil {
-		return fmt.Errorf("chaos: server pid: %w", err)
+		return 0, fmt.Errorf("chaos: server pid: %w", err)
 	}
 	f := strings.Fields(string(b))
 	if len(f) == 0 {
-		return fmt.Errorf("chaos: server pid file %s is empty", s.PidFile)
+		return 0, fmt.Errorf("chaos: server pid file %s is empty", s.PidFile)
 	}
 	pid, err := strconv.Atoi(f[0])
 	if err != nil || pid <= 1 {
-		return fmt.Errorf("chaos: server pid file %s: %q is not a pid", s.PidFile, f[0])
+		return 0, fmt.Errorf("chaos: server pid file %s: %q is not a pid", s.PidFile, f[0])
+	}
+	return pid, nil
+}
+
+// Signal sends sig to the process (group) named by the pid file. Before a
+// SIGKILL of a Reexec server it records what is running.
+func (s *PidFileServer) Signal(sig syscall.Signal) error {
+	pid, err := s.pid()
+	if err != nil {
+		return err
+	}
+	if sig == syscall.SIGKILL && s.Reexec && len(s.RestartCommand) == 0 {
+		if s.last, err = readProcess(pid); err != nil {
+			return err
+		}
 	}
 	if g, err := syscall.Getpgid(pid); err == nil && g == pid {
 		pid = -pid // a group leader: signal its children too
@@ -77,12 +105,18 @@ func (s PidFileServer) Signal(sig syscall.Signal) error {
 	return syscall.Kill(pid, sig)
 }
 
-// CanRestart reports whether s has a RestartCommand: NemesisServerKill
-// kills only servers that can be brought back.
-func (s PidFileServer) CanRestart() bool { return len(s.RestartCommand) > 0 }
+// CanRestart reports whether s has a RestartCommand or Reexec:
+// NemesisServerKill kills only servers that can be brought back.
+func (s *PidFileServer) CanRestart() bool {
+	return len(s.RestartCommand) > 0 || (s.Reexec && s.Addr != "")
+}
 
-// Restart runs RestartCommand and waits for it.
-func (s PidFileServer) Restart(ctx context.Context) error {
+// Restart runs RestartCommand and waits for it, or, with Reexec, runs
+// again what was killed and waits until Addr accepts connections.
+func (s *PidFileServer) Restart(ctx context.Context) error {
+	if len(s.RestartCommand) == 0 && s.Reexec {
+		return s.reexec(ctx)
+	}
 	if len(s.RestartCommand) == 0 {
 		return fmt.Errorf("chaos: server %s has no restart command", s.PidFile)
 	}
@@ -114,6 +148,126 @@ func (n *nemesis) injectPartition(ctx context.Context, f *Fault, wait func(time.
 func canRestart(s Server) bool {
 	r, ok := s.(interface{ CanRestart() bool })
 	return !ok || r.CanRestart()
+}
+
+// process is what /proc says a process runs.
+type process struct {
+	argv     []string
+	dir      string
+	env      []string
+	uid, gid uint32
+}
+
+// readProcess reads pid's command line, working directory, environment
+// and real user and group from /proc.
+func readProcess(pid int) (*process, error) {
+	base := "/proc/" + strconv.Itoa(pid)
+	cmdline, err := os.ReadFile(base + "/cmdline")
+	if err != nil {
+		return nil, fmt.Errorf("chaos: read server process: %w", err)
+	}
+	environ, err := os.ReadFile(base + "/environ")
+	if err != nil {
+		return nil, fmt.Errorf("chaos: read server process: %w", err)
+	}
+	dir, err := os.Readlink(base + "/cwd")
+	if err != nil {
+		return nil, fmt.Errorf("chaos: read server process: %w", err)
+	}
+	status, err := os.ReadFile(base + "/status")
+	if err != nil {
+		return nil, fmt.Errorf("chaos: read server process: %w", err)
+	}
+	p := &process{argv: strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00"), dir: dir,
+		env: strings.Split(strings.TrimRight(string(environ), "\x00"), "\x00")}
+	for line := range strings.Lines(string(status)) {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		switch f[0] {
+		case "Uid:", "Gid:":
+			id, err := strconv.ParseUint(f[1], 10, 32)
+			if err != nil {
+				return nil, fmt.Errorf("chaos: server process %s %q", f[0], f[1])
+			}
+			if f[0] == "Uid:" {
+				p.uid = uint32(id)
+			} else {
+				p.gid = uint32(id)
+			}
+		}
+	}
+	if len(p.argv) == 0 || p.argv[0] == "" {
+		return nil, fmt.Errorf("chaos: server process %d has no command line", pid)
+	}
+	// A process that rewrote its title (Redis does) shows a command line
+	// that cannot be run again: say so before it is killed.
+	if _, err := exec.LookPath(p.argv[0]); err != nil {
+		return nil, fmt.Errorf("chaos: server process %d's command line %q cannot be run again (a rewritten process title?): %w", pid, p.argv[0], err)
+	}
+	return p, nil
+}
+
+// reexec starts s.last again, records its pid, and waits for s.Addr.
+func (s *PidFileServer) reexec(ctx context.Context) error {
+	p := s.last
+	if p == nil || s.Addr == "" {
+		return fmt.Errorf("chaos: server %s: nothing to run again (no SIGKILL recorded, or no Addr)", s.PidFile)
+	}
+	// Wait for the killed server to let go of its port.
+	for dialable(ctx, s.Addr) {
+		if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	cmd := exec.Command(p.argv[0], p.argv[1:]...)
+	cmd.Dir, cmd.Env = p.dir, p.env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if uint32(os.Getuid()) != p.uid || uint32(os.Getgid()) != p.gid {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: p.uid, Gid: p.gid}
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("chaos: restart %s: %w", p.argv[0], err)
+	}
+	pid := cmd.Process.Pid
+	go func() { _ = cmd.Wait() }() // reap it if it dies while the run goes on
+	if st, err := startTime(pid); err == nil {
+		_ = os.WriteFile(s.PidFile, []byte(strconv.Itoa(pid)+" "+st+"\n"), 0o644)
+	}
+	for !dialable(ctx, s.Addr) {
+		if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
+			return fmt.Errorf("chaos: restart %s: %s not answering: %w", p.argv[0], s.Addr, err)
+		}
+	}
+	return nil
+}
+
+// startTime is field 22 of /proc/pid/stat, which scripts/services.sh
+// keeps beside the pid to tell its process from a reused pid.
+func startTime(pid int) (string, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return "", err
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	if len(f) < 20 {
+		return "", fmt.Errorf("chaos: short /proc/%d/stat", pid)
+	}
+	return f[19], nil
+}
+
+// dialable reports whether addr accepts a TCP connection.
+func dialable(ctx context.Context, addr string) bool {
+	var d net.Dialer
+	ctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err == nil {
+		_ = c.Close()
+	}
+	return err == nil
 }
 
 // serverDown bounds a restart after NemesisServerKill (a server that

@@ -3,7 +3,8 @@
 # has, safe and unsafe (the negative control: the first minutes of the same
 # seed's fault plan), every nemesis that applies — scripts/services.sh's
 # servers frozen and killed too, so run it on a machine where nothing else
-# uses them. Each run's summary goes to chaos/results/<name>.txt; its
+# uses them (a killed PostgreSQL or MariaDB restarts with crash recovery).
+# Each run's summary goes to chaos/results/<name>.txt; its
 # history, faults and report to $CHAOS_OUT/<name>/ (not committed).
 #
 # Environment: CHAOS_DURATION (default 60s; the counter's safe runs
@@ -23,17 +24,21 @@ mkdir -p chaos/results
 state=${CONCURKIT_STATE:-/tmp/concurkit}/run
 status=0
 
-# servers NAME...: flags for scripts/services.sh's servers. services.sh up
-# restarts a server on a fresh data directory, so only the Redis servers
-# (no persistence; tokens come from PostgreSQL) are killed and restarted:
-# the others are frozen (--pause-server), their data kept — killing etcd,
-# ZooKeeper or DynamoDB Local that way would restart their token counters.
+# servers NAME...: flags for scripts/services.sh's servers. A killed server
+# is run again as it ran (NAME=PIDFILE@ADDR: same command line, its data
+# kept — a crash and a restart); Redis rewrites its process title, so it
+# comes back through services.sh up (empty, as a Redis without persistence
+# does anyway; the tokens come from PostgreSQL); DynamoDB Local (in memory)
+# and RabbitMQ (a node with its own epmd) are only frozen.
 servers() {
-	local n flag
+	local n addr
 	for n in "$@"; do
-		flag=--pause-server
-		[[ $n == redis* ]] && flag=--server
-		printf -- '%s %s=%s/%s.pid ' "$flag" "$n" "$state" "$n"
+		addr=$(scripts/services.sh status 2>/dev/null | awk -v n="$n" '$1 == n' | grep -o '127\.0\.0\.1:[0-9]*' | head -1)
+		case $n in
+		redis*) printf -- '--server %s=%s/%s.pid ' "$n" "$state" "$n" ;;
+		dynamodb | rabbitmq) printf -- '--pause-server %s=%s/%s.pid ' "$n" "$state" "$n" ;;
+		*) printf -- '--server %s=%s/%s.pid@%s ' "$n" "$state" "$n" "$addr" ;;
+		esac
 	done
 }
 

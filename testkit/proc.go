@@ -210,6 +210,16 @@ func (p *Proc) signalQuiet(sig syscall.Signal) error {
 	return syscall.Kill(-cmd.Process.Pid, sig)
 }
 
+// Pid returns the process's pid, 0 if it was never started.
+func (p *Proc) Pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
 // Signal sends sig to the process group. Unlike Freeze, Thaw and Kill it
 // needs no test and waits for nothing, so that a fault injector (package
 // chaos) can call it from its own goroutine; it returns an error when the

@@ -44,7 +44,7 @@ verdict is INVALID.`,
 concurkit chaos --workload counter --backend etcd --unsafe --out /tmp/chaos
 concurkit chaos --workload register --backend mysql --nemesis drop,reset --options sql_mode=SIMULTANEOUS_ASSIGNMENT
 concurkit chaos --workload idempotent --backend dynamodb --duration 5m
-concurkit chaos --backend redis --server redis=/tmp/concurkit/run/redis.pid`,
+concurkit chaos --backend redis --server redis=/tmp/concurkit/run/redis.pid@127.0.0.1:16379`,
 		run: runChaos,
 	}
 }
@@ -64,10 +64,10 @@ func runChaos(ctx context.Context, c *command, args []string, stdout, stderr io.
 	fs.Uint64Var(&cfg.Seed, "seed", 0, "seed of the fault plan and the clients (0: random, printed)")
 	fs.StringVar(&options, "options", "", "workload options, key=value,key=value (e.g. isolation=repeatable-read)")
 	servers, paused := serverFlag{}, serverFlag{}
-	fs.Var(servers, "server", "NAME=PIDFILE: a server the nemesis may freeze and kill, then restart with --restart (repeatable); only servers you may break")
-	fs.Var(paused, "pause-server", "NAME=PIDFILE: a server the nemesis may freeze, never kill (repeatable): one whose restart would lose its data")
+	fs.Var(servers, "server", "NAME=PIDFILE[@HOST:PORT]: a server the nemesis may freeze and kill (repeatable; only servers you may break). With @HOST:PORT a killed server is run again as it ran (same command line, its data kept); without, --restart brings it back")
+	fs.Var(paused, "pause-server", "NAME=PIDFILE: a server the nemesis may freeze, never kill (repeatable)")
 	var restart string
-	fs.StringVar(&restart, "restart", "scripts/services.sh up {name}", "command that restarts a --server after a kill; {name} is its NAME")
+	fs.StringVar(&restart, "restart", "scripts/services.sh up {name}", "command that brings back a killed --server given without @HOST:PORT; {name} is its NAME")
 	fs.StringVar(&cfg.Out, "out", "", "directory for history.jsonl, faults.jsonl, report.json, summary.txt (default: none)")
 	if err := c.parse(fs, args, stdout); err != nil {
 		return err
@@ -94,12 +94,17 @@ func runChaos(ctx context.Context, c *command, args []string, stdout, stderr io.
 	}
 	if len(servers)+len(paused) > 0 {
 		cfg.Servers = map[string]chaos.Server{}
-		for name, pidfile := range servers {
-			argv := strings.Fields(strings.ReplaceAll(restart, "{name}", name))
-			cfg.Servers[name] = chaos.PidFileServer{PidFile: pidfile, RestartCommand: argv}
+		for name, spec := range servers {
+			pidfile, addr, _ := strings.Cut(spec, "@")
+			s := &chaos.PidFileServer{PidFile: pidfile, Addr: addr, Reexec: addr != ""}
+			if !s.Reexec {
+				s.RestartCommand = strings.Fields(strings.ReplaceAll(restart, "{name}", name))
+			}
+			cfg.Servers[name] = s
 		}
-		for name, pidfile := range paused {
-			cfg.Servers[name] = chaos.PidFileServer{PidFile: pidfile}
+		for name, spec := range paused {
+			pidfile, _, _ := strings.Cut(spec, "@")
+			cfg.Servers[name] = &chaos.PidFileServer{PidFile: pidfile}
 		}
 	}
 	cfg.Progress = stdout
