@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/concurkit/concurkit/chaos"
+	"github.com/concurkit/concurkit/testkit"
 )
 
 // A short fenced-counter run on the single Redis server, every nemesis
@@ -92,4 +94,50 @@ func ExampleSummary_String() {
 	//   faults:     pause 3
 	//   anomalies:  lost-update 8
 	//   verdict:    INVALID
+}
+
+// Server faults on processes a run may break: a server scripts/services.sh
+// started, known by its pid file. With Addr and Reexec a killed server is
+// run again as it ran, its data kept.
+func ExamplePidFileServer() {
+	pg := &chaos.PidFileServer{PidFile: "/tmp/concurkit/run/pg.pid", Reexec: true, Addr: "127.0.0.1:15432"}
+	cfg := &chaos.Config{
+		Workload: "register", Backend: "postgres",
+		Nemeses: []string{chaos.NemesisServerPause, chaos.NemesisServerKill},
+		Servers: map[string]chaos.Server{"pg": pg},
+	}
+	fmt.Println(cfg.Servers["pg"].(*chaos.PidFileServer).CanRestart())
+	// Output: true
+}
+
+// A Redis primary and its replica, failed over by the nemesis: the
+// replica misses the primary's last locks and grants them again.
+func ExampleNewRedisFailover() {
+	_ = func(ctx context.Context, primary, replica *testkit.Proc, pgURL string) (*chaos.Summary, error) {
+		f, err := chaos.NewRedisFailover(ctx, []string{primary.Addr, replica.Addr}, []chaos.Server{primary, replica})
+		if err != nil {
+			return nil, err
+		}
+		return chaos.Run(ctx, &chaos.Config{
+			Workload: "counter", Backend: "redis",
+			Endpoints: &chaos.Endpoints{Postgres: pgURL, Redis: f.Primary()},
+			Nemeses:   []string{chaos.NemesisFailover, chaos.NemesisPause},
+			Failovers: map[string]chaos.Failover{"redis": f},
+		})
+	}
+}
+
+// Partitions need servers in network namespaces of their own.
+func ExamplePartitioner() {
+	_ = func(t *testing.T) {
+		nn := testkit.StartNetns(t, 3)
+		members := testkit.StartEtcdClusterNetns(t, nn)
+		eps := []string{"http://" + members[0].Addr, "http://" + members[1].Addr, "http://" + members[2].Addr}
+		_, _ = chaos.Run(t.Context(), &chaos.Config{
+			Workload: "counter", Backend: "etcd",
+			Endpoints:   &chaos.Endpoints{Postgres: testkit.PostgresServerURL(t), Etcd: eps},
+			Nemeses:     []string{chaos.NemesisPartition, chaos.NemesisPause},
+			Partitioner: nn,
+		})
+	}
 }
