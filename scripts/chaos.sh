@@ -9,9 +9,10 @@
 #
 # Environment: CHAOS_DURATION (default 60s; the counter's safe runs
 # CHAOS_COUNTER_DURATION, default 180s: ≥100 client pauses and ≥10,000
-# fenced writes; ZooKeeper's and etcd's CHAOS_SLOW_DURATION, 300–480s), CHAOS_UNSAFE_DURATION (default 60s), CHAOS_TTL (500ms),
-# CHAOS_SEED (1), CHAOS_ONLY (a regular expression on run names, e.g.
-# '^counter-'), CHAOS_OUT (default a temporary directory).
+# fenced writes; ZooKeeper's and etcd's CHAOS_SLOW_DURATION, 420–480s),
+# CHAOS_UNSAFE_DURATION (default 60s), CHAOS_TTL (500ms), CHAOS_SEED (1),
+# CHAOS_ONLY (a regular expression on run names, e.g. '^counter-'),
+# CHAOS_OUT (default a temporary directory).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 duration=${CHAOS_DURATION:-60s} counter_duration=${CHAOS_COUNTER_DURATION:-180s}
@@ -71,13 +72,17 @@ both() {
 declare -A lockservers=([redis]=redis [redlock]="redlock1 redlock2 redlock3 redlock4 redlock5"
 	[zookeeper]=zk [etcd]=etcd [dynamodb]=dynamodb [postgres]=)
 # Short leases and faults close together: ≥100 client pauses in the run.
-# etcd grants no lease under 2 s (its default timing): 1 s there.
+# A pause lasts 1–3× the TTL, so the TTL must be near the lease the server
+# enforces: ZooKeeper stretches a session timeout to 2 ticks (1 s with
+# services.sh's tickTime) — with a 300 ms TTL no pause would outlive a
+# session and the negative control could find nothing; etcd stretches a
+# lease to 2 s (its default timing), so 1–3 s pauses outlive about half.
 # ZooKeeper and etcd grant fewer leases a second: longer runs there, to pass
 # 10,000 fenced writes (and, with etcd's 1 s leases, 100 pauses).
 declare -A slow=([zookeeper]=${CHAOS_SLOW_DURATION:-420s} [etcd]=${CHAOS_SLOW_DURATION:-420s})
 for b in redis redlock zookeeper etcd dynamodb postgres; do
 	timing=(--ttl 300ms --interval 300ms)
-	[[ $b == etcd ]] && timing=(--ttl 1s)
+	[[ $b == etcd || $b == zookeeper ]] && timing=(--ttl 1s)
 	# shellcheck disable=SC2046 # one flag per word
 	both "counter-$b" "${slow[$b]:-$counter_duration}" --workload counter --backend "$b" --workers 8 --options keys=4 "${timing[@]}" \
 		$(servers pg ${lockservers[$b]})
@@ -87,8 +92,8 @@ done
 # of the time).
 CONCURKIT_ETCD_ENDPOINT=$CONCURKIT_ETCD_CLUSTER both counter-etcd-cluster "${CHAOS_SLOW_DURATION:-480s}" \
 	--workload counter --backend etcd --workers 8 --options keys=4 --ttl 1s $(servers pg etcd1 etcd2 etcd3)
-CONCURKIT_ZK_ADDR=$CONCURKIT_ZK_ENSEMBLE both counter-zookeeper-ensemble "${CHAOS_SLOW_DURATION:-300s}" \
-	--workload counter --backend zookeeper --workers 8 --options keys=4 --ttl 300ms --interval 300ms $(servers pg zk1 zk2 zk3)
+CONCURKIT_ZK_ADDR=$CONCURKIT_ZK_ENSEMBLE both counter-zookeeper-ensemble "${CHAOS_SLOW_DURATION:-420s}" \
+	--workload counter --backend zookeeper --workers 8 --options keys=4 --ttl 1s $(servers pg zk1 zk2 zk3)
 
 # go-redis bounding each command by its context's deadline.
 both counter-redis-cto "$counter_duration" --workload counter --backend redis --workers 8 \
@@ -106,9 +111,9 @@ both register-dynamodb "$duration" --workload register --backend dynamodb $(serv
 # Kills rather than pauses: a killed server process mid-request is what
 # the middleware's lock timeout is for.
 idem=(--workload idempotent --nemesis kill,latency,reset,drop,freeze,terminate,server-pause,server-kill)
-both idempotent-postgres 90s "${idem[@]}" --backend postgres $(servers pg)
-both idempotent-mysql-sa 90s "${idem[@]}" --backend mysql --options sql_mode=SIMULTANEOUS_ASSIGNMENT $(servers mariadb)
-both idempotent-dynamodb 90s "${idem[@]}" --backend dynamodb --nemesis kill,latency,reset,drop,freeze,server-pause,server-kill \
+both idempotent-postgres 120s "${idem[@]}" --backend postgres $(servers pg)
+both idempotent-mysql-sa 120s "${idem[@]}" --backend mysql --options sql_mode=SIMULTANEOUS_ASSIGNMENT $(servers mariadb)
+both idempotent-dynamodb 120s "${idem[@]}" --backend dynamodb --nemesis kill,latency,reset,drop,freeze,server-pause,server-kill \
 	$(servers dynamodb)
 
 # Redis frozen, not killed: this Redis keeps nothing on disk, and a limiter
