@@ -21,6 +21,11 @@ only=${CHAOS_ONLY:-.}
 out=${CHAOS_OUT:-$(mktemp -d)}
 bin=$out/concurkit
 go build -o "$bin" ./cmd/concurkit
+# A killed PostgreSQL or MariaDB must keep what it acknowledged: the durable
+# profile (services.sh's default, fast, has synchronous_commit=off and
+# innodb_flush_log_at_trx_commit=0, which lose the last commits when the
+# server process dies). The next `services.sh up` puts the fast one back.
+scripts/services.sh up --profile durable pg mariadb
 mkdir -p chaos/results
 state=${CONCURKIT_STATE:-/tmp/concurkit}/run
 status=0
