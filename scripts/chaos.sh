@@ -9,7 +9,7 @@
 #
 # Environment: CHAOS_DURATION (default 60s; the counter's safe runs
 # CHAOS_COUNTER_DURATION, default 180s: ≥100 client pauses and ≥10,000
-# fenced writes; ZooKeeper's and etcd's CHAOS_SLOW_DURATION, 420–480s),
+# fenced writes; ZooKeeper's and etcd's CHAOS_SLOW_DURATION, 420–600s),
 # CHAOS_UNSAFE_DURATION (default 60s), CHAOS_TTL (500ms), CHAOS_SEED (1),
 # CHAOS_ONLY (a regular expression on run names, e.g. '^counter-'),
 # CHAOS_OUT (default a temporary directory).
@@ -84,7 +84,7 @@ declare -A lockservers=([redis]=redis [redlock]="redlock1 redlock2 redlock3 redl
 # lease to 2 s (its default timing), so 1–3 s pauses outlive about half.
 # ZooKeeper and etcd grant fewer leases a second: longer runs there, to pass
 # 10,000 fenced writes (and, with etcd's 1 s leases, 100 pauses).
-declare -A slow=([zookeeper]=${CHAOS_SLOW_DURATION:-420s} [etcd]=${CHAOS_SLOW_DURATION:-420s})
+declare -A slow=([zookeeper]=${CHAOS_SLOW_DURATION:-600s} [etcd]=${CHAOS_SLOW_DURATION:-420s})
 for b in redis redlock zookeeper etcd dynamodb postgres; do
 	timing=(--ttl 300ms --interval 300ms)
 	[[ $b == etcd || $b == zookeeper ]] && timing=(--ttl 1s)
@@ -95,7 +95,7 @@ done
 
 # The clusters, members frozen and killed (the leader among them, a third
 # of the time).
-CONCURKIT_ETCD_ENDPOINT=$CONCURKIT_ETCD_CLUSTER both counter-etcd-cluster "${CHAOS_SLOW_DURATION:-480s}" \
+CONCURKIT_ETCD_ENDPOINT=$CONCURKIT_ETCD_CLUSTER both counter-etcd-cluster "${CHAOS_SLOW_DURATION:-600s}" \
 	--workload counter --backend etcd --workers 8 --options keys=4 --ttl 1s $(servers pg etcd1 etcd2 etcd3)
 CONCURKIT_ZK_ADDR=$CONCURKIT_ZK_ENSEMBLE both counter-zookeeper-ensemble "${CHAOS_SLOW_DURATION:-420s}" \
 	--workload counter --backend zookeeper --workers 8 --options keys=4 --ttl 1s $(servers pg zk1 zk2 zk3)
