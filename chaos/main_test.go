@@ -9,6 +9,12 @@ import (
 
 // TestMain lets Run start this test binary as its client processes.
 func TestMain(m *testing.M) {
+	if os.Getenv(lingerEnv) != "" {
+		os.Exit(lingerMain())
+	}
+	if addr := os.Getenv(serverEnv); addr != "" {
+		os.Exit(lingeringServerMain(addr))
+	}
 	if chaos.IsWorker() {
 		os.Exit(chaos.WorkerMain())
 	}

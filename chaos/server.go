@@ -53,9 +53,15 @@ type PidFileServer struct {
 	// Reexec, with no RestartCommand, restarts a killed server by running
 	// again exactly what was running: the command line, working directory,
 	// environment and user read from /proc just before SIGKILL, in a
-	// session of its own; the new pid and its start time go to the pid
-	// file ("pid start-time", the format of scripts/services.sh). The data
-	// directory is kept: a crash and a restart, as a database sees them.
+	// session of its own, its output appended to the files the killed
+	// process wrote to (when they were files); the new pid and its start
+	// time go to the pid file ("pid start-time", the format of
+	// scripts/services.sh). The data directory is kept: a crash and a
+	// restart, as a database sees them. A server that exits at once —
+	// PostgreSQL refuses to start while the backends of the killed
+	// postmaster (each in a session of its own, so no group signal
+	// reaches them) still hold its shared memory — is started again
+	// until it serves or Restart's context ends.
 	Reexec bool
 	// Addr is the server's host:port; Restart returns once it accepts
 	// connections (needed by Reexec).
@@ -156,6 +162,9 @@ type process struct {
 	dir      string
 	env      []string
 	uid, gid uint32
+	// out are the regular files the process's stdout and stderr were
+	// ("" for anything else: a pipe, a terminal, /dev/null).
+	out [2]string
 }
 
 // readProcess reads pid's command line, working directory, environment
@@ -198,6 +207,12 @@ func readProcess(pid int) (*process, error) {
 			}
 		}
 	}
+	for i := range p.out {
+		link, err := os.Readlink(base + "/fd/" + strconv.Itoa(i+1))
+		if fi, serr := os.Stat(link); err == nil && serr == nil && fi.Mode().IsRegular() {
+			p.out[i] = link
+		}
+	}
 	if len(p.argv) == 0 || p.argv[0] == "" {
 		return nil, fmt.Errorf("chaos: server process %d has no command line", pid)
 	}
@@ -221,26 +236,79 @@ func (s *PidFileServer) reexec(ctx context.Context) error {
 			return err
 		}
 	}
+	for {
+		exited, err := s.start(p)
+		if err != nil {
+			return err
+		}
+		gone := false
+		var status error
+		for !gone && !dialable(ctx, s.Addr) {
+			select {
+			case status = <-exited:
+				gone = true
+			case <-ctx.Done():
+				return fmt.Errorf("chaos: restart %s: %s not answering: %w", p.argv[0], s.Addr, ctx.Err())
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+		if !gone {
+			return nil
+		}
+		// It exited before it served: start it again (what stopped it is
+		// in its log).
+		if err := sleepCtx(ctx, 100*time.Millisecond); err != nil {
+			return fmt.Errorf("chaos: restart %s: exited (%v), %s not answering: %w%s", p.argv[0], status, s.Addr, err, logTail(p.out[1]))
+		}
+	}
+}
+
+// start runs p once, in a session of its own, and records its pid in the
+// pid file; the channel gets its exit.
+func (s *PidFileServer) start(p *process) (<-chan error, error) {
 	cmd := exec.Command(p.argv[0], p.argv[1:]...)
 	cmd.Dir, cmd.Env = p.dir, p.env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if uint32(os.Getuid()) != p.uid || uint32(os.Getgid()) != p.gid {
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: p.uid, Gid: p.gid}
 	}
+	for i, path := range p.out {
+		if path == "" {
+			continue
+		}
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			continue // gone: its output goes to /dev/null
+		}
+		defer f.Close() // the child has its own descriptor
+		if i == 0 {
+			cmd.Stdout = f
+		} else {
+			cmd.Stderr = f
+		}
+	}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("chaos: restart %s: %w", p.argv[0], err)
+		return nil, fmt.Errorf("chaos: restart %s: %w", p.argv[0], err)
 	}
 	pid := cmd.Process.Pid
-	go func() { _ = cmd.Wait() }() // reap it if it dies while the run goes on
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }() // reap it if it dies while the run goes on
 	if st, err := startTime(pid); err == nil {
 		_ = os.WriteFile(s.PidFile, []byte(strconv.Itoa(pid)+" "+st+"\n"), 0o644)
 	}
-	for !dialable(ctx, s.Addr) {
-		if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
-			return fmt.Errorf("chaos: restart %s: %s not answering: %w", p.argv[0], s.Addr, err)
-		}
+	return exited, nil
+}
+
+// logTail is ": " and the end of the file at path, for an error.
+func logTail(path string) string {
+	if path == "" {
+		return ""
 	}
-	return nil
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	return ": " + tail(string(b), 500)
 }
 
 // startTime is field 22 of /proc/pid/stat, which scripts/services.sh
