@@ -8,14 +8,14 @@
 # history, faults and report to $CHAOS_OUT/<name>/ (not committed).
 #
 # Environment: CHAOS_DURATION (default 60s; the counter's safe runs
-# CHAOS_COUNTER_DURATION, default 180s: ≥100 client pauses and ≥10,000
+# CHAOS_COUNTER_DURATION, default 250s: ≥100 client pauses and ≥10,000
 # fenced writes; ZooKeeper's and etcd's CHAOS_SLOW_DURATION, 420–600s),
 # CHAOS_UNSAFE_DURATION (default 60s), CHAOS_TTL (500ms), CHAOS_SEED (1),
 # CHAOS_ONLY (a regular expression on run names, e.g. '^counter-'),
 # CHAOS_OUT (default a temporary directory).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-duration=${CHAOS_DURATION:-60s} counter_duration=${CHAOS_COUNTER_DURATION:-180s}
+duration=${CHAOS_DURATION:-60s} counter_duration=${CHAOS_COUNTER_DURATION:-250s}
 unsafe_duration=${CHAOS_UNSAFE_DURATION:-60s} ttl=${CHAOS_TTL:-500ms} seed=${CHAOS_SEED:-1}
 only=${CHAOS_ONLY:-.}
 out=${CHAOS_OUT:-$(mktemp -d)}
