@@ -34,8 +34,9 @@ status=0
 # is run again as it ran (NAME=PIDFILE@ADDR: same command line, its data
 # kept — a crash and a restart); Redis rewrites its process title, so it
 # comes back through services.sh up (empty, as a Redis without persistence
-# does anyway; the tokens come from PostgreSQL); DynamoDB Local (in memory)
-# and RabbitMQ (a node with its own epmd) are only frozen.
+# does anyway; the tokens come from PostgreSQL); DynamoDB Local (in memory,
+# but for register-dynamodb) and RabbitMQ (a node with its own epmd) are
+# only frozen.
 servers() {
 	local n addr
 	for n in "$@"; do
@@ -111,7 +112,6 @@ both register-mysql-sa "$duration" --workload register --backend mysql --options
 both register-mysql-sa-rc "$duration" --workload register --backend mysql \
 	--options sql_mode=SIMULTANEOUS_ASSIGNMENT,isolation=read-committed $(servers mariadb)
 both register-postgres-rr "$duration" --workload register --backend postgres --options isolation=repeatable-read $(servers pg)
-both register-dynamodb "$duration" --workload register --backend dynamodb $(servers dynamodb)
 
 # Kills rather than pauses: a killed server process mid-request is what
 # the middleware's lock timeout is for.
@@ -130,6 +130,16 @@ both messages-nats "$duration" --workload messages --backend nats $(servers pg n
 both messages-amqp "$duration" --workload messages --backend amqp $(servers pg rabbitmq)
 both saga-postgres "$duration" --workload saga --backend postgres $(servers pg)
 both saga-mysql-sa "$duration" --workload saga --backend mysql --options sql_mode=SIMULTANEOUS_ASSIGNMENT $(servers mariadb)
+
+# DynamoDB Local on disk (services.sh's durable profile) for the run that
+# kills and restarts it — in memory it would come back empty — and back in
+# memory after it.
+if [[ register-dynamodb =~ $only ]]; then
+	scripts/services.sh up --profile durable dynamodb
+	addr=$(scripts/services.sh status dynamodb | grep -o '127\.0\.0\.1:[0-9]*' | head -1)
+	both register-dynamodb "$duration" --workload register --backend dynamodb --server "dynamodb=$state/dynamodb.pid@$addr"
+	scripts/services.sh up --profile fast dynamodb
+fi
 
 echo "histories, faults and reports: $out"
 exit $status

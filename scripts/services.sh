@@ -30,9 +30,10 @@
 # under a load average of 10-17): `up` starts every server in parallel, so it adds
 # that once, and nothing when it runs.
 #
-# Profiles apply to PostgreSQL and MariaDB: `fast` turns durability off (tests),
-# `durable` keeps the servers' defaults (benchmarks). `up --profile X` restarts those
-# two when they run with the other profile.
+# Profiles apply to PostgreSQL, MariaDB and DynamoDB Local: `fast` turns durability off
+# (tests; DynamoDB Local in memory), `durable` keeps the servers' defaults (benchmarks;
+# DynamoDB Local on disk, so a killed one restarted keeps its tables: make chaos).
+# `up --profile X` restarts those three when they run with the other profile.
 set -Eeuo pipefail
 trap 'say "ERROR: line $LINENO: \"$BASH_COMMAND\" failed (exit $?)"' ERR
 
@@ -96,7 +97,7 @@ etcd_data() {
 }
 
 # Servers whose command line depends on the profile.
-profiled() { [[ $1 == pg || $1 == mariadb ]]; }
+profiled() { [[ $1 == pg || $1 == mariadb || $1 == dynamodb ]]; }
 
 # Start time of a process (field 22 of /proc/PID/stat), to tell our pid from a reused one.
 start_time() {
@@ -360,10 +361,12 @@ launch() {
 			--logger zap --log-level warn </dev/null >>"$log" 2>&1 9>&- &
 		;;
 	dynamodb)
+		local store=(-inMemory)
+		[[ $profile == durable ]] && store=(-dbPath "$d")
 		# Not `java -jar DynamoDBLocal.jar`: that listens on every interface.
 		(cd "$d" && exec setsid java -Xms64m -Xmx512m "${JAVA_OPTS[@]}" -Djava.library.path="$DYNAMO_DIR/DynamoDBLocal_lib" \
 			-cp "$DYNAMO_LAUNCHER:$DYNAMO_DIR/DynamoDBLocal.jar" LoopbackDynamoDBLocal \
-			-inMemory -sharedDb -port "$p" -disableTelemetry) </dev/null >>"$log" 2>&1 9>&- &
+			"${store[@]}" -sharedDb -port "$p" -disableTelemetry) </dev/null >>"$log" 2>&1 9>&- &
 		;;
 	nats)
 		setsid "$(nats_bin)" -a 127.0.0.1 -p "$p" -js -sd "$d/jetstream" -n concurkit </dev/null >>"$log" 2>&1 9>&- &
