@@ -98,7 +98,12 @@ import (
 //     the call of its first 409 attempt to the return of its last (the
 //     bound is a lock timeout plus a run plus two of the longest faults
 //     and a second: the checker does not see when faults were, so it is
-//     loose; the longest span is noted).
+//     loose; the longest span is noted). When the run's only fault is
+//     latency, nothing may leave a claim behind — no process or
+//     connection dies, no answer is lost, only the client's own
+//     cancellations — so the lock timeout is not part of the bound: a
+//     claim left locked (one whose statement was cancelled, say) is
+//     found once the lock timeout is long against the TTL.
 //
 // Options (env.Options; unknown keys are left to other workloads):
 //   - lock_timeout: the middleware's Config.LockTimeout, a
@@ -168,7 +173,13 @@ func parseIdemOptions(opts map[string]string, ttl time.Duration) (idemOptions, e
 // holds the key that long), the time a run may take (under the lock
 // timeout), two of the longest faults (3× the TTL each, since two can
 // overlap one key's retries), and a second for backoff and scheduling.
-func idemBlockedBound(lockTimeout, ttl time.Duration) time.Duration {
+// With latency the only fault (besides the clients' cancellations), a
+// claim is held only while a run is in progress, so the lock timeouts drop
+// out.
+func idemBlockedBound(lockTimeout, ttl time.Duration, nemeses []string) time.Duration {
+	if len(nemeses) > 0 && !slices.ContainsFunc(nemeses, func(k string) bool { return k != NemesisLatency }) {
+		return 6*ttl + time.Second
+	}
 	return 2*lockTimeout + 6*ttl + time.Second
 }
 
@@ -743,7 +754,7 @@ func (idempotentWorkload) check(ctx context.Context, e *env, ops []Op) (*Report,
 	if err != nil {
 		return nil, fmt.Errorf("chaos: read effects: %w", err)
 	}
-	return checkIdempotent(ops, effects, idemBlockedBound(o.lockTimeout, e.TTL)), nil
+	return checkIdempotent(ops, effects, idemBlockedBound(o.lockTimeout, e.TTL, e.Nemeses)), nil
 }
 
 // readEffects reads every committed effect of the run.

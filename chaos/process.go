@@ -39,6 +39,9 @@ type env struct {
 	TTL       time.Duration     `json:"ttl"`
 	Endpoints Endpoints         `json:"endpoints"`
 	Options   map[string]string `json:"options,omitempty"`
+	// Nemeses are the run's fault kinds (a checker's bounds may depend
+	// on them).
+	Nemeses []string `json:"nemeses,omitempty"`
 }
 
 // IsWorker reports whether this process was started by Run as a client

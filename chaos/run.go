@@ -341,7 +341,7 @@ func resolve(cfg *Config) (Config, env, error) {
 		opts["out"] = c.Out // where a checker writes its visualisations
 	}
 	e := env{Workload: c.Workload, Backend: c.Backend, Unsafe: c.Unsafe, Seed: c.Seed, TTL: c.TTL,
-		Endpoints: eps, Options: opts, Run: "chaos_" + hex.EncodeToString(b[:4])}
+		Endpoints: eps, Options: opts, Run: "chaos_" + hex.EncodeToString(b[:4]), Nemeses: c.Nemeses}
 	return c, e, nil
 }
 
