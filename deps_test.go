@@ -34,7 +34,7 @@ var (
 // library and other packages of this module that are stdlib-only themselves.
 var stdlibOnly = []string{
 	"", "observe", "retry", "optimistic", "upsert", "pessimistic", "fenced", "distlock", "deadlock",
-	"internal/sqlerr", "internal/handle", "internal/lease", "internal/ident", "internal/redact",
+	"internal/sqlerr", "internal/handle", "distlock/internal/lease", "internal/ident", "internal/redact",
 	"optimistic/internal/cas", "upsert/internal/spec", "fenced/internal/guard", "pessimistic/internal/txn",
 	"distlock/internal/sentinel", "internal/problem",
 	"ratelimit", "ratelimit/internal/spec",

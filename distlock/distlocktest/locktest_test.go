@@ -13,8 +13,8 @@ import (
 
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/distlocktest"
+	"github.com/concurkit/concurkit/distlock/internal/lease"
 	"github.com/concurkit/concurkit/fenced"
-	"github.com/concurkit/concurkit/internal/lease"
 	"github.com/concurkit/concurkit/observe"
 	"github.com/concurkit/concurkit/testkit"
 )

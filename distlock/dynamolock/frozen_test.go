@@ -21,7 +21,7 @@ import (
 // TestFrozenServer: with DynamoDB Local frozen (SIGSTOP: the socket stays
 // open, nothing answers) and the SDK's default client options — three
 // attempts, an HTTP client without an overall timeout — every call returns
-// by the caller's deadline (Release, which internal/lease runs detached
+// by the caller's deadline (Release, which distlock/internal/lease runs detached
 // from the caller's context, within RequestTimeout), and the Locker works
 // again once the server is thawed.
 func TestFrozenServer(t *testing.T) {

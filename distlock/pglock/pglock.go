@@ -13,9 +13,9 @@ import (
 
 	"github.com/concurkit/concurkit"
 	"github.com/concurkit/concurkit/distlock"
+	"github.com/concurkit/concurkit/distlock/internal/lease"
 	"github.com/concurkit/concurkit/fenced"
 	"github.com/concurkit/concurkit/internal/ident"
-	"github.com/concurkit/concurkit/internal/lease"
 	"github.com/concurkit/concurkit/internal/sqlerr"
 	"github.com/concurkit/concurkit/observe"
 	"github.com/concurkit/concurkit/pessimistic"

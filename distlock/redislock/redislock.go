@@ -10,10 +10,10 @@ import (
 
 	"github.com/concurkit/concurkit"
 	"github.com/concurkit/concurkit/distlock"
+	"github.com/concurkit/concurkit/distlock/internal/lease"
 	"github.com/concurkit/concurkit/distlock/internal/redisnode"
 	"github.com/concurkit/concurkit/fenced"
 	"github.com/concurkit/concurkit/internal/handle"
-	"github.com/concurkit/concurkit/internal/lease"
 	"github.com/concurkit/concurkit/observe"
 )
 

@@ -14,11 +14,11 @@ import (
 
 	"github.com/concurkit/concurkit"
 	"github.com/concurkit/concurkit/distlock"
+	"github.com/concurkit/concurkit/distlock/internal/lease"
 	"github.com/concurkit/concurkit/distlock/internal/redisnode"
 	"github.com/concurkit/concurkit/distlock/internal/sentinel"
 	"github.com/concurkit/concurkit/fenced"
 	"github.com/concurkit/concurkit/internal/handle"
-	"github.com/concurkit/concurkit/internal/lease"
 	"github.com/concurkit/concurkit/observe"
 )
 

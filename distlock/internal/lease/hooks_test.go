@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/concurkit/concurkit/distlock"
-	"github.com/concurkit/concurkit/internal/lease"
+	"github.com/concurkit/concurkit/distlock/internal/lease"
 	"github.com/concurkit/concurkit/observe"
 )
 

@@ -13,8 +13,8 @@ import (
 
 	"github.com/concurkit/concurkit"
 	"github.com/concurkit/concurkit/distlock"
+	"github.com/concurkit/concurkit/distlock/internal/lease"
 	"github.com/concurkit/concurkit/fenced"
-	"github.com/concurkit/concurkit/internal/lease"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -7,7 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/concurkit/concurkit/internal/lease"
+	"github.com/concurkit/concurkit/distlock/internal/lease"
 )
 
 // TestTimerArmedWhenWatched: a lease whose context nobody looks at has no

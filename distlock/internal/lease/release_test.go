@@ -10,7 +10,7 @@ import (
 
 	"github.com/concurkit/concurkit"
 	"github.com/concurkit/concurkit/distlock"
-	"github.com/concurkit/concurkit/internal/lease"
+	"github.com/concurkit/concurkit/distlock/internal/lease"
 	"github.com/concurkit/concurkit/observe"
 )
 
