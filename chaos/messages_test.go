@@ -118,39 +118,20 @@ func TestMessages(t *testing.T) {
 	// RabbitMQ's runs are make chaos's: CI's chaos runs share 3 minutes.
 	for _, broker := range []string{"nats"} {
 		t.Run(broker, func(t *testing.T) { // safe and unsafe side by side
-			for _, unsafe := range []bool{false, true} {
-				name := "safe"
-				if unsafe {
-					name = "unsafe"
-				}
-				t.Run(name, func(t *testing.T) {
-					t.Parallel()
-					s, err := Run(t.Context(), &Config{
-						Workload: "messages", Backend: broker, Unsafe: unsafe, Endpoints: msgsEndpoints(t, broker),
-						Duration: 10 * time.Second, TTL: 300 * time.Millisecond, Seed: 20261207, Out: t.TempDir(),
-					})
-					if err != nil {
-						t.Fatal(err)
-					}
-					t.Log(s)
-					if s.Ops["send/ok"] == 0 || s.Ops["apply/ok"] == 0 || s.Faults[NemesisKill]+s.Faults[NemesisPause] == 0 {
-						t.Fatalf("no send, no apply or no client fault: the run proves nothing\n%s", s)
-					}
-					switch {
-					case !unsafe && !s.Report.Valid:
-						t.Errorf("anomalies with the inbox: %+v", s.Report.Anomalies)
-					case unsafe && s.Report.Counts["duplicate-effect"] == 0:
-						t.Errorf("no duplicate effect without the inbox: the faults were too weak\n%s", s)
-					}
-					if unsafe {
-						for k := range s.Report.Counts {
-							if k != "duplicate-effect" {
-								t.Errorf("unsafe run: unexpected anomaly kind %q: %+v", k, s.Report.Anomalies)
-							}
-						}
-					}
+			bothWays(t, func(t *testing.T, unsafe bool) {
+				s, err := Run(t.Context(), &Config{
+					Workload: "messages", Backend: broker, Unsafe: unsafe, Endpoints: msgsEndpoints(t, broker),
+					Duration: 10 * time.Second, TTL: 300 * time.Millisecond, Seed: 20261207, Out: t.TempDir(),
 				})
-			}
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Log(s)
+				if s.Ops["send/ok"] == 0 || s.Ops["apply/ok"] == 0 || s.Faults[NemesisKill]+s.Faults[NemesisPause] == 0 {
+					t.Fatalf("no send, no apply or no client fault: the run proves nothing\n%s", s)
+				}
+				checkVerdict(t, s, unsafe, "the inbox", "duplicate-effect", true)
+			})
 		})
 	}
 }

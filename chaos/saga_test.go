@@ -123,34 +123,23 @@ func TestSaga(t *testing.T) {
 			options = map[string]string{"sql_mode": "SIMULTANEOUS_ASSIGNMENT"}
 		}
 		t.Run(backend, func(t *testing.T) { // safe and unsafe side by side
-			for _, unsafe := range []bool{false, true} {
-				name := "safe"
-				if unsafe {
-					name = "unsafe"
-				}
-				t.Run(name, func(t *testing.T) {
-					t.Parallel()
-					s, err := Run(t.Context(), &Config{
-						Workload: "saga", Backend: backend, Unsafe: unsafe, Endpoints: idemEndpoints(t, backend),
-						Duration: 8 * time.Second, TTL: 300 * time.Millisecond, Seed: 20261207, Out: t.TempDir(), Options: options,
-					})
-					if err != nil {
-						t.Fatal(err)
-					}
-					t.Log(s)
-					if s.Ops["saga/ok"] == 0 || s.Faults[NemesisPause] == 0 {
-						t.Fatalf("no saga finished or no pause: the run proves nothing\n%s", s)
-					}
-					switch {
-					case !unsafe && !s.Report.Valid:
-						t.Errorf("anomalies with the saga package: %+v", s.Report.Anomalies)
-					case !unsafe && s.Ops["recover/ok"] == 0:
-						t.Errorf("no instance was resumed by another runner: the run proves little\n%s", s)
-					case unsafe && s.Report.Counts["duplicate-step"] == 0:
-						t.Errorf("no duplicate step without the lease: the run was too gentle\n%s", s)
-					}
+			bothWays(t, func(t *testing.T, unsafe bool) {
+				s, err := Run(t.Context(), &Config{
+					Workload: "saga", Backend: backend, Unsafe: unsafe, Endpoints: idemEndpoints(t, backend),
+					Duration: 8 * time.Second, TTL: 300 * time.Millisecond, Seed: 20261207, Out: t.TempDir(), Options: options,
 				})
-			}
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Log(s)
+				if s.Ops["saga/ok"] == 0 || s.Faults[NemesisPause] == 0 {
+					t.Fatalf("no saga finished or no pause: the run proves nothing\n%s", s)
+				}
+				checkVerdict(t, s, unsafe, "the saga's lease", "duplicate-step", false)
+				if !unsafe && s.Ops["recover/ok"] == 0 {
+					t.Errorf("no instance was resumed by another runner: the run proves little\n%s", s)
+				}
+			})
 		})
 	}
 }
