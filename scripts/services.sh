@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/services.sh — start concurkit's test servers on 127.0.0.1.
 #
-#   scripts/services.sh up     [--profile fast|durable] [server...]
+#   scripts/services.sh up     [--profile fast|durable|replicated] [server...]
 #   scripts/services.sh down   [server...]
 #   scripts/services.sh status [server...]
 #   scripts/services.sh env
@@ -30,6 +30,15 @@
 # under a load average of 10-17): `up` starts every server in parallel, so it adds
 # that once, and nothing when it runs.
 #
+# The replicated servers start only when asked for, by name or with `up --profile
+# replicated` (which selects all six): a 3-node MariaDB Galera cluster (galera1-3,
+# multi-primary, rsync state transfer; galera1 bootstraps it) and a PostgreSQL primary
+# (pgprimary) with a synchronous standby (pgsync, the one synchronous_standby_names
+# names) and an asynchronous one (pgasync), both streaming from pg_basebackup copies.
+# They always run durable: they exist to show what a failover keeps. `down --profile
+# replicated` stops them; `env` prints their endpoints too (CONCURKIT_GALERA_DSNS,
+# CONCURKIT_PG_PRIMARY_URL, CONCURKIT_PG_SYNC_STANDBY_URL, CONCURKIT_PG_ASYNC_STANDBY_URL).
+#
 # Profiles apply to PostgreSQL, MariaDB and DynamoDB Local: `fast` turns durability off
 # (tests; DynamoDB Local in memory), `durable` keeps the servers' defaults (benchmarks;
 # DynamoDB Local on disk, so a killed one restarted keeps its tables: make chaos).
@@ -56,6 +65,7 @@ else
 fi
 
 ALL=(pg mariadb redis redlock1 redlock2 redlock3 redlock4 redlock5 zk zk1 zk2 zk3 etcd etcd1 etcd2 etcd3 dynamodb nats rabbitmq)
+REPLICATED=(galera1 galera2 galera3 pgprimary pgsync pgasync)
 
 # RabbitMQ's Erlang ports besides AMQP (RABBITMQ_DIST_PORT, ERL_EPMD_PORT): not 25672/4369,
 # which a RabbitMQ installed on the machine uses.
@@ -70,6 +80,10 @@ die() { say "ERROR: $*"; exit 1; }
 port_of() {
 	case $1 in
 	pg) echo 15432 ;;
+	galera[1-3]) echo $((13310 + ${1#galera})) ;;
+	pgprimary) echo 15442 ;;
+	pgsync) echo 15443 ;;
+	pgasync) echo 15444 ;;
 	mariadb) echo 13306 ;;
 	redis) echo 16379 ;;
 	redlock[1-5]) echo $((16379 + ${1#redlock})) ;;
@@ -133,7 +147,9 @@ probe() {
 	local p
 	p=$(port_of "$1")
 	case $1 in
-	pg) pg_isready -q -t 1 -h 127.0.0.1 -p "$p" -U postgres ;;
+	pg*) pg_isready -q -t 1 -h 127.0.0.1 -p "$p" -U postgres ;;
+	galera*) [[ $(mariadb --no-defaults --connect-timeout=1 -h127.0.0.1 -P"$p" -uroot -N -B \
+		-e "SHOW STATUS LIKE 'wsrep_ready'" 2>/dev/null) == *ON ]] ;;
 	mariadb) mariadb-admin --no-defaults --connect-timeout=1 -h127.0.0.1 -P"$p" -uroot ping >/dev/null 2>&1 ;;
 	redis | redlock*) [[ $(tcp_send "$p" 'PING\r\nQUIT\r\n') == +PONG* ]] ;;
 	zk) tcp_send "$p" srvr | grep -q '^Mode: standalone' ;;
@@ -333,6 +349,12 @@ launch() {
 			--innodb-flush-neighbors=0)
 		setsid mariadbd --no-defaults "${MY_USER[@]}" --datadir="$d/data" "${opts[@]}" </dev/null >>"$log" 2>&1 9>&- &
 		;;
+	galera*)
+		galera_launch "$n" "$d" "$p" "$log"
+		;;
+	pgprimary | pgsync | pgasync)
+		pgrepl_launch "$n" "$d" "$p" "$log"
+		;;
 	redis | redlock*)
 		setsid redis-server --port "$p" --bind 127.0.0.1 --save '' --appendonly no --dir "$d" --maxclients 10000 \
 			</dev/null >>"$log" 2>&1 9>&- &
@@ -381,6 +403,61 @@ launch() {
 }
 
 nats_bin() { command -v nats-server || echo /usr/sbin/nats-server; }
+
+# galera_launch NAME DIR PORT LOG: one Galera node on 127.0.0.1 only — client PORT,
+# group communication 14570+N, incremental state transfer 14580+N, rsync state transfer
+# 14590+N. galera1 bootstraps a new cluster when no other node runs; the others (or
+# galera1 joining a running cluster) wait for a running node and copy its state.
+galera_launch() {
+	local n=$1 d=$2 p=$3 log=$4 i=${1#galera} peers= other new=()
+	for other in 1 2 3; do peers+="${peers:+,}127.0.0.1:$((14570 + other))"; done
+	if [[ $n == galera1 ]] && ! pid_of galera2 >/dev/null && ! pid_of galera3 >/dev/null; then
+		new=(--wsrep-new-cluster)
+	else
+		for other in galera1 galera2 galera3; do
+			[[ $other != "$n" ]] && pid_of "$other" >/dev/null && wait_ready "$other" && break
+		done
+	fi
+	cp -a "$MARIADB_TEMPLATE" "$d/data"
+	# Not as root: the rsync daemon of a state transfer started by root runs as nobody
+	# and cannot write a root-owned data directory.
+	local user=()
+	if ((EUID == 0)); then
+		chown -R mysql:mysql "$d"
+		user=(--user=mysql)
+	fi
+	setsid mariadbd --no-defaults "${user[@]}" --datadir="$d/data" --port="$p" --bind-address=127.0.0.1 \
+		--socket="$d/mysqld.sock" --pid-file="$d/mysqld.pid" --tmpdir="$d" --skip-name-resolve --max-connections=500 \
+		--character-set-server=utf8mb4 --collation-server=utf8mb4_general_ci \
+		--binlog-format=ROW --innodb-autoinc-lock-mode=2 --default-storage-engine=InnoDB \
+		--wsrep-on=ON --wsrep-provider=/usr/lib/galera/libgalera_smm.so --wsrep-cluster-name=concurkit \
+		--wsrep-cluster-address="gcomm://$peers" --wsrep-node-name="$n" --wsrep-node-address="127.0.0.1:$((14570 + i))" \
+		--wsrep-provider-options="gmcast.listen_addr=tcp://127.0.0.1:$((14570 + i));ist.recv_addr=127.0.0.1:$((14580 + i));gcache.size=64M" \
+		--wsrep-sst-method=rsync --wsrep-sst-receive-address="127.0.0.1:$((14590 + i))" \
+		"${new[@]}" </dev/null >>"$log" 2>&1 9>&- &
+}
+
+# pgrepl_launch NAME DIR PORT LOG: pgprimary from the template, with pgsync as its
+# synchronous standby (FIRST 1: a commit waits for pgsync's flush); pgsync and pgasync
+# as hot standbys copied from the running primary (pg_basebackup), streaming from it.
+pgrepl_launch() {
+	local n=$1 d=$2 p=$3 log=$4 bin opts
+	bin=$(pg_bin)
+	((EUID != 0)) || chown postgres:postgres "$d"
+	install -d "${PG_OWNER[@]}" "$d/sock"
+	opts=(-c port="$p" -c listen_addresses=127.0.0.1 -c unix_socket_directories="$d/sock" -c max_connections=300
+		-c max_locks_per_transaction=256 -c wal_level=replica -c max_wal_senders=10 -c hot_standby=on)
+	if [[ $n == pgprimary ]]; then
+		cp -a "$PG_TEMPLATE" "$d/data"
+		opts+=(-c "synchronous_standby_names=FIRST 1 (pgsync)" -c wal_keep_size=256MB)
+	else
+		pid_of pgprimary >/dev/null && wait_ready pgprimary || die "$n needs pgprimary running"
+		"${AS_PG[@]}" "$bin/pg_basebackup" -h 127.0.0.1 -p "$(port_of pgprimary)" -U postgres -D "$d/data" -R -X stream \
+			--no-sync >>"$log" 2>&1 || { tail -n 20 "$log" >&2; die "pg_basebackup for $n failed"; }
+		opts+=(-c "primary_conninfo=host=127.0.0.1 port=$(port_of pgprimary) user=postgres application_name=$n")
+	fi
+	setsid "${AS_PG[@]}" "$bin/postgres" -D "$d/data" "${opts[@]}" </dev/null >>"$log" 2>&1 9>&- &
+}
 
 # rabbit_launch DIR PORT LOG: RabbitMQ as node concurkit@localhost with everything of
 # its own under DIR: config (no plugins; the env file of /etc/rabbitmq is not read), an
@@ -448,7 +525,7 @@ stop() {
 	local n=$1 pid sig=TERM grace=15 i
 	pid=$(pid_of "$n") || { rm -f "$RUN/$n.pid"; return 0; }
 	case $n in
-	pg) sig=INT ;;
+	pg*) sig=INT ;;
 	etcd*) sig=KILL ;; # throwaway data; an isolated leader ignores TERM for ~10 s
 	esac
 	kill -s "$sig" "$pid" 2>/dev/null || true
@@ -486,8 +563,8 @@ stop() {
 
 endpoint() {
 	case $1 in
-	pg) echo "postgres://postgres@127.0.0.1:15432/postgres?sslmode=disable" ;;
-	mariadb) echo "root@tcp(127.0.0.1:13306)/" ;;
+	pg*) echo "postgres://postgres@127.0.0.1:$(port_of "$1")/postgres?sslmode=disable" ;;
+	mariadb | galera*) echo "root@tcp(127.0.0.1:$(port_of "$1"))/" ;;
 	etcd*) echo "http://127.0.0.1:$(port_of "$1")" ;;
 	dynamodb) echo "http://127.0.0.1:18000" ;;
 	nats) echo "nats://127.0.0.1:14222" ;;
@@ -509,6 +586,10 @@ cmd_env() {
 		export CONCURKIT_DYNAMODB_ENDPOINT='http://127.0.0.1:18000'
 		export CONCURKIT_NATS_URL='nats://127.0.0.1:14222'
 		export CONCURKIT_AMQP_URL='amqp://guest:guest@127.0.0.1:15680/'
+		export CONCURKIT_GALERA_DSNS='root@tcp(127.0.0.1:13311)/,root@tcp(127.0.0.1:13312)/,root@tcp(127.0.0.1:13313)/'
+		export CONCURKIT_PG_PRIMARY_URL='postgres://postgres@127.0.0.1:15442/postgres?sslmode=disable'
+		export CONCURKIT_PG_SYNC_STANDBY_URL='postgres://postgres@127.0.0.1:15443/postgres?sslmode=disable'
+		export CONCURKIT_PG_ASYNC_STANDBY_URL='postgres://postgres@127.0.0.1:15444/postgres?sslmode=disable'
 	EOF
 }
 
@@ -562,8 +643,8 @@ cmd_up() {
 			DYNAMO_DIR=$(dynamo_dir)
 			DYNAMO_LAUNCHER=$(dynamo_launcher "$DYNAMO_DIR")
 		fi
-		if [[ $want == *" pg "* ]]; then PG_TEMPLATE=$(pg_template) || die "no PostgreSQL template"; fi
-		if [[ $want == *" mariadb "* ]]; then MARIADB_TEMPLATE=$(mariadb_template) || die "no MariaDB template"; fi
+		if [[ $want == *" pg "* || $want == *" pgprimary "* ]]; then PG_TEMPLATE=$(pg_template) || die "no PostgreSQL template"; fi
+		if [[ $want == *" mariadb "* || $want == *" galera"* ]]; then MARIADB_TEMPLATE=$(mariadb_template) || die "no MariaDB template"; fi
 		say "starting ${start[*]} (profile $PROFILE)"
 		for n in "${start[@]}"; do launch "$n" "$PROFILE"; done
 	fi
@@ -606,8 +687,8 @@ cmd_down() {
 }
 
 usage() {
-	echo "usage: $0 up|down|status|env [--profile fast|durable] [server...]" >&2
-	echo "servers: ${ALL[*]}" >&2
+	echo "usage: $0 up|down|status|env [--profile fast|durable|replicated] [server...]" >&2
+	echo "servers: ${ALL[*]}; replicated (not started by default): ${REPLICATED[*]}" >&2
 	exit 2
 }
 
@@ -625,8 +706,10 @@ main() {
 		*) port_of "$1" >/dev/null; SEL+=("$1"); shift ;;
 		esac
 	done
-	[[ $PROFILE == fast || $PROFILE == durable ]] || die "unknown profile $PROFILE (fast|durable)"
-	((${#SEL[@]})) || SEL=("${ALL[@]}")
+	[[ $PROFILE == fast || $PROFILE == durable || $PROFILE == replicated ]] || die "unknown profile $PROFILE (fast|durable|replicated)"
+	if ((${#SEL[@]} == 0)); then
+		if [[ $PROFILE == replicated ]]; then SEL=("${REPLICATED[@]}"); else SEL=("${ALL[@]}"); fi
+	fi
 	case $cmd in
 	env) cmd_env; return ;;
 	up | down | status) ;;
