@@ -1,6 +1,7 @@
 # concurkit — build, test and benchmark against real servers on loopback.
 #
-#   make services   start every test server (scripts/services.sh up, fast profile)
+#   make services   start every test server (scripts/services.sh up, fast profile,
+#                   and the replicated profile: Galera, PostgreSQL standbys)
 #   make test       services, go vet, gofmt, go test -race, short fuzz runs
 #   make bench      servers with durable settings, then the contention benchmark
 #                   (default grid, ~4 min; results in bench-results/<timestamp>/)
@@ -55,6 +56,7 @@ WITH_ENV := eval "$$($(SERVICES) env)";
 
 services:
 	@$(TIMED) "services up" $(SERVICES) up --profile fast
+	@$(TIMED) "replicated up" $(SERVICES) up --profile replicated
 
 FMT_CHECK := out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 
@@ -110,3 +112,4 @@ status:
 
 down:
 	@$(SERVICES) down
+	@$(SERVICES) down --profile replicated

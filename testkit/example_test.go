@@ -130,3 +130,26 @@ func ExampleProc_Restart() {
 		}()
 	}
 }
+
+// One DSN per Galera node for a fresh database: a test writes through all
+// three at once (`scripts/services.sh up --profile replicated`).
+func ExampleGaleraDSNs() {
+	_ = func(t *testing.T) {
+		for _, dsn := range testkit.GaleraDSNs(t) {
+			db := testkit.MySQLFor(t, dsn)
+			_ = db // one client per node
+		}
+	}
+}
+
+// A primary and its synchronous and asynchronous standbys, in one fresh
+// schema: promote a standby to see what a failover keeps.
+func ExamplePostgresReplicated() {
+	_ = func(t *testing.T) {
+		r := testkit.PostgresReplicated(t)
+		primary := testkit.PostgresPoolFor(t, r.Primary)
+		if _, err := primary.Exec(t.Context(), "CREATE TABLE payments (id bigint PRIMARY KEY)"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -53,6 +53,13 @@ func Postgres(t testing.TB) *pgxpool.Pool {
 func PostgresURL(t testing.TB) string {
 	t.Helper()
 	base := postgresServer.get(t)
+	return withSearchPath(t, base, newSchema(t, base))
+}
+
+// newSchema creates a schema ck_<random> on the server at base, dropped at
+// cleanup, and returns its name.
+func newSchema(t testing.TB, base string) string {
+	t.Helper()
 	schema := Name("ck_")
 	ident := pgx.Identifier{schema}.Sanitize()
 
@@ -69,7 +76,12 @@ func PostgresURL(t testing.TB) string {
 			t.Logf("testenv: drop schema %s: %v", schema, redact.Error(err, base))
 		}
 	})
+	return schema
+}
 
+// withSearchPath returns base with options=-csearch_path=<schema>.
+func withSearchPath(t testing.TB, base, schema string) string {
+	t.Helper()
 	u, err := url.Parse(base)
 	if err != nil {
 		t.Fatalf("testenv: parse %s: %v", redact.DSN(base), redact.Error(err, base))

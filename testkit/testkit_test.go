@@ -529,3 +529,87 @@ func TestNetnsPartition(t *testing.T) {
 		}
 	}
 }
+
+// TestGalera: the three nodes are one cluster — a table made on one node,
+// a row written on another, read on the third (wsrep_sync_wait: the read
+// waits for what the cluster committed).
+func TestGalera(t *testing.T) {
+	t.Parallel()
+	dsns := testkit.GaleraDSNs(t)
+	if len(dsns) != 3 {
+		t.Fatalf("%d Galera nodes, want 3", len(dsns))
+	}
+	n1, n2, n3 := testkit.MySQLFor(t, dsns[0]), testkit.MySQLFor(t, dsns[1]), testkit.MySQLFor(t, dsns[2])
+	var name, size string
+	if err := n1.QueryRowContext(t.Context(), "SHOW STATUS LIKE 'wsrep_cluster_size'").Scan(&name, &size); err != nil || size != "3" {
+		t.Fatalf("wsrep_cluster_size = %q, %v; want 3", size, err)
+	}
+	if _, err := n1.ExecContext(t.Context(), "CREATE TABLE items (id int PRIMARY KEY, v int)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n2.ExecContext(t.Context(), "INSERT INTO items VALUES (1, 42)"); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := n3.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var v int
+	if _, err := conn.ExecContext(t.Context(), "SET SESSION wsrep_sync_wait = 1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.QueryRowContext(t.Context(), "SELECT v FROM items WHERE id = 1").Scan(&v); err != nil || v != 42 {
+		t.Fatalf("node 3 read %d, %v: want the 42 node 2 wrote", v, err)
+	}
+}
+
+// TestPostgresReplicated: the primary streams to a synchronous and an
+// asynchronous standby, both read-only, both in the test's schema.
+func TestPostgresReplicated(t *testing.T) {
+	t.Parallel()
+	r := testkit.PostgresReplicated(t)
+	primary := testkit.PostgresPoolFor(t, r.Primary)
+	rows, err := primary.Query(t.Context(), "SELECT application_name, sync_state FROM pg_stat_replication ORDER BY 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	states, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (string, error) {
+		var app, state string
+		err := row.Scan(&app, &state)
+		return app + ":" + state, err
+	})
+	if err != nil || strings.Join(states, " ") != "pgasync:async pgsync:sync" {
+		t.Fatalf("pg_stat_replication: %v, %v; want pgasync async and pgsync sync", states, err)
+	}
+	if _, err := primary.Exec(t.Context(), "CREATE TABLE items (id int PRIMARY KEY); INSERT INTO items VALUES (7)"); err != nil {
+		t.Fatal(err)
+	}
+	for _, url := range []string{r.SyncStandby, r.AsyncStandby} {
+		standby := testkit.PostgresConn(t, url)
+		var recovering bool
+		if err := standby.QueryRow(t.Context(), "SELECT pg_is_in_recovery()").Scan(&recovering); err != nil || !recovering {
+			t.Fatalf("pg_is_in_recovery() = %v, %v on a standby", recovering, err)
+		}
+		// Replayed a moment after the commit: poll, bounded.
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		tick := time.NewTicker(20 * time.Millisecond)
+		var n int
+		for n == 0 {
+			err := standby.QueryRow(ctx, "SELECT count(*) FROM items").Scan(&n)
+			var pgErr interface{ SQLState() string }
+			if err != nil && !(errors.As(err, &pgErr) && pgErr.SQLState() == "42P01") { // not replayed yet
+				t.Fatalf("standby read: %v", err)
+			}
+			if n == 0 {
+				select {
+				case <-ctx.Done():
+					t.Fatalf("the row never reached the standby: %v", ctx.Err())
+				case <-tick.C:
+				}
+			}
+		}
+		tick.Stop()
+		cancel()
+	}
+}
