@@ -42,7 +42,7 @@ servers() {
 	for n in "$@"; do
 		addr=$(scripts/services.sh status 2>/dev/null | awk -v n="$n" '$1 == n' | grep -o '127\.0\.0\.1:[0-9]*' | head -1)
 		case $n in
-		redis*) printf -- '--server %s=%s/%s.pid ' "$n" "$state" "$n" ;;
+		redis* | redlock*) printf -- '--server %s=%s/%s.pid ' "$n" "$state" "$n" ;;
 		dynamodb | rabbitmq) printf -- '--pause-server %s=%s/%s.pid ' "$n" "$state" "$n" ;;
 		*) printf -- '--server %s=%s/%s.pid@%s ' "$n" "$state" "$n" "$addr" ;;
 		esac
