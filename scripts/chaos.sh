@@ -85,7 +85,7 @@ declare -A lockservers=([redis]=redis [redlock]="redlock1 redlock2 redlock3 redl
 # lease to 2 s (its default timing), so 1–3 s pauses outlive about half.
 # ZooKeeper and etcd grant fewer leases a second: longer runs there, to pass
 # 10,000 fenced writes (and, with etcd's 1 s leases, 100 pauses).
-declare -A slow=([zookeeper]=${CHAOS_SLOW_DURATION:-600s} [etcd]=${CHAOS_SLOW_DURATION:-420s})
+declare -A slow=([zookeeper]=${CHAOS_SLOW_DURATION:-600s} [etcd]=${CHAOS_SLOW_DURATION:-540s})
 for b in redis redlock zookeeper etcd dynamodb postgres; do
 	timing=(--ttl 300ms --interval 300ms)
 	[[ $b == etcd || $b == zookeeper ]] && timing=(--ttl 1s)
