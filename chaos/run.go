@@ -190,6 +190,9 @@ func Run(ctx context.Context, cfg *Config) (*Summary, error) {
 		return nil, err
 	}
 	defer px.close()
+	if err := waitReady(ctx, systems, direct); err != nil {
+		return nil, err
+	}
 	if err := w.setup(ctx, &e); err != nil {
 		return nil, err
 	}
@@ -235,6 +238,9 @@ func Run(ctx context.Context, cfg *Config) (*Summary, error) {
 		return nil, stopErr
 	}
 	ops := hist.Ops()
+	if err := waitReady(ctx, systems, direct); err != nil {
+		return nil, err
+	}
 	rep, err := w.check(ctx, &e, ops)
 	if err != nil {
 		return nil, err
