@@ -9,7 +9,7 @@
 #   make bench-peers concurkit's locks and helpers vs the libraries people use
 #                   (interleaved, benchstat confidence intervals; ~4 min)
 #   make chaos      the long fault-injection runs (every workload and backend, safe
-#                   and unsafe, servers frozen and killed: run it alone; ~1 h;
+#                   and unsafe, servers frozen and killed: run it alone; ~1.5 h;
 #                   summaries in chaos/results/)
 #   make status     which servers are up
 #   make down       stop the servers started by scripts/services.sh
