@@ -153,3 +153,23 @@ func ExamplePostgresReplicated() {
 		}
 	}
 }
+
+// One *sql.DB over the whole Galera cluster: each new connection goes to
+// the next node, so concurrent clients write on all three at once.
+func ExampleGalera() {
+	_ = func(t *testing.T) {
+		db := testkit.Galera(t)
+		if _, err := db.ExecContext(t.Context(), "CREATE TABLE stock (id int PRIMARY KEY, n int)"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// GaleraFor spreads one pool over chosen nodes, e.g. two of the three.
+func ExampleGaleraFor() {
+	_ = func(t *testing.T) {
+		dsns := testkit.GaleraDSNs(t)
+		db := testkit.GaleraFor(t, dsns[:2])
+		_ = db
+	}
+}

@@ -1,6 +1,11 @@
 package testkit
 
 import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"sync/atomic"
 	"testing"
 
 	"github.com/go-sql-driver/mysql"
@@ -117,3 +122,69 @@ func PostgresReplicated(t testing.TB) PostgresReplication {
 		AsyncStandby: withSearchPath(t, async, schema),
 	}
 }
+
+// Galera returns a *sql.DB on a fresh database (see GaleraDSNs) whose
+// connections are spread over the cluster's nodes: see GaleraFor.
+func Galera(t testing.TB) *sql.DB {
+	t.Helper()
+	return GaleraFor(t, GaleraDSNs(t))
+}
+
+// GaleraFor returns one *sql.DB over several nodes, one DSN each, as a
+// round-robin proxy in front of a multi-primary cluster would: each new
+// connection goes to the next node in turn (a node that refuses it is
+// skipped for the next one), so a pool's concurrent clients write on every
+// node at once. SetMaxOpenConns(MySQLMaxOpenConns), closed at cleanup.
+func GaleraFor(t testing.TB, dsns []string) *sql.DB {
+	t.Helper()
+	if len(dsns) == 0 {
+		t.Fatal("testenv: GaleraFor: no DSN")
+	}
+	rr := &roundRobin{}
+	for _, dsn := range dsns {
+		cfg, err := mysql.ParseDSN(dsn)
+		if err != nil {
+			t.Fatalf("testenv: parse galera dsn %s: %v", redact.DSN(dsn), redact.Error(err, dsn))
+		}
+		c, err := mysql.NewConnector(cfg)
+		if err != nil {
+			t.Fatalf("testenv: galera connector %s: %v", redact.DSN(dsn), redact.Error(err, dsn))
+		}
+		rr.nodes = append(rr.nodes, c)
+	}
+	db := sql.OpenDB(rr)
+	db.SetMaxOpenConns(MySQLMaxOpenConns)
+	db.SetMaxIdleConns(MySQLMaxOpenConns)
+	t.Cleanup(func() { _ = db.Close() })
+	ctx, cancel := setupContext(t)
+	defer cancel()
+	if err := db.PingContext(ctx); err != nil {
+		t.Fatalf("testenv: galera ping: %v", redact.Error(err, dsns...))
+	}
+	return db
+}
+
+// roundRobin is a driver.Connector that opens each connection on the next
+// node, trying the others in turn when one cannot be reached.
+type roundRobin struct {
+	nodes []driver.Connector
+	next  atomic.Uint64
+}
+
+func (r *roundRobin) Connect(ctx context.Context) (driver.Conn, error) {
+	start := r.next.Add(1) - 1
+	var errs []error
+	for i := range uint64(len(r.nodes)) {
+		c, err := r.nodes[(start+i)%uint64(len(r.nodes))].Connect(ctx)
+		if err == nil {
+			return c, nil
+		}
+		errs = append(errs, err)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, errors.Join(errs...)
+}
+
+func (r *roundRobin) Driver() driver.Driver { return r.nodes[0].Driver() }

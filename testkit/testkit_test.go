@@ -2,8 +2,10 @@ package testkit_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	neturl "net/url"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -12,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/go-sql-driver/mysql"
 	"github.com/go-zookeeper/zk"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -612,4 +615,60 @@ func TestPostgresReplicated(t *testing.T) {
 		tick.Stop()
 		cancel()
 	}
+}
+
+// TestGaleraSpread: the pool's connections land on every node in turn, and
+// a node that cannot be reached is skipped rather than failing the open.
+func TestGaleraSpread(t *testing.T) {
+	t.Parallel()
+	dsns := testkit.GaleraDSNs(t)
+	db := testkit.Galera(t)
+	ports := map[int]int{}
+	var conns []*sql.Conn
+	for range 6 {
+		c, err := db.Conn(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+		var port int
+		if err := c.QueryRowContext(t.Context(), "SELECT @@port").Scan(&port); err != nil {
+			t.Fatal(err)
+		}
+		ports[port]++
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	if len(ports) != 3 {
+		t.Errorf("6 connections on ports %v: want 2 on each of the 3 nodes", ports)
+	}
+	// A dead address first: every connection goes to the one live node.
+	cfg := mustParse(t, dsns[0])
+	cfg.Addr = "127.0.0.1:1"
+	cfg.Timeout = time.Second
+	one := testkit.GaleraFor(t, []string{cfg.FormatDSN(), dsns[1]})
+	for range 3 {
+		c, err := one.Conn(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var port int
+		if err := c.QueryRowContext(t.Context(), "SELECT @@port").Scan(&port); err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if live := mustParse(t, dsns[1]).Addr; !strings.HasSuffix(live, ":"+strconv.Itoa(port)) {
+			t.Errorf("connection on port %d, want the live node of %s", port, dsns[1])
+		}
+	}
+}
+
+func mustParse(t *testing.T, dsn string) *mysql.Config {
+	t.Helper()
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }
