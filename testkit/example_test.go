@@ -173,3 +173,28 @@ func ExampleGaleraFor() {
 		_ = db
 	}
 }
+
+// A throwaway primary and synchronous standby: kill the primary, promote
+// the standby, and bring the old primary back as the new one's standby.
+func ExampleStartPostgresReplication() {
+	_ = func(t *testing.T) {
+		nodes := testkit.StartPostgresReplication(t, true)
+		nodes[0].Kill(t)
+		standby := testkit.PostgresConn(t, nodes[1].URL())
+		if _, err := standby.Exec(t.Context(), "SELECT pg_promote(true, 60)"); err != nil {
+			t.Fatal(err)
+		}
+		if err := nodes[0].Rejoin(t.Context(), nodes[1].Addr); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Rejoin makes a killed node a standby of the new primary.
+func ExamplePostgresNode_Rejoin() {
+	_ = func(t *testing.T, old, primary *testkit.PostgresNode) {
+		if err := old.Rejoin(t.Context(), primary.Addr); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

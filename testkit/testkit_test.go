@@ -672,3 +672,37 @@ func mustParse(t *testing.T, dsn string) *mysql.Config {
 	}
 	return cfg
 }
+
+// TestStartPostgresReplication: a commit the synchronous primary
+// acknowledged is on the standby, which a promotion makes the primary; the
+// killed primary rejoins it as its standby.
+func TestStartPostgresReplication(t *testing.T) {
+	t.Parallel()
+	nodes := testkit.StartPostgresReplication(t, true)
+	ctx := t.Context()
+	primary := testkit.PostgresConn(t, nodes[0].URL())
+	if _, err := primary.Exec(ctx, "CREATE TABLE paid (id int PRIMARY KEY); INSERT INTO paid VALUES (1)"); err != nil {
+		t.Fatal(err)
+	}
+	nodes[0].Kill(t)
+	standby := testkit.PostgresConn(t, nodes[1].URL())
+	var promoted bool
+	if err := standby.QueryRow(ctx, "SELECT pg_promote(true, 60)").Scan(&promoted); err != nil || !promoted {
+		t.Fatalf("pg_promote = %v, %v", promoted, err)
+	}
+	var n int
+	if err := standby.QueryRow(ctx, "SELECT count(*) FROM paid").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("promoted standby has %d rows, %v: want the 1 acknowledged", n, err)
+	}
+	if err := nodes[0].Rejoin(ctx, nodes[1].Addr); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := standby.Exec(ctx, "INSERT INTO paid VALUES (2)"); err != nil {
+		t.Fatal(err)
+	}
+	again := testkit.PostgresConn(t, nodes[0].URL())
+	var recovering bool
+	if err := again.QueryRow(ctx, "SELECT pg_is_in_recovery()").Scan(&recovering); err != nil || !recovering {
+		t.Fatalf("rejoined node: pg_is_in_recovery = %v, %v", recovering, err)
+	}
+}
