@@ -19,4 +19,27 @@
 // always bind parameters; each statement is built once per (table,
 // assigned columns) and cached. The package links the MySQL driver only:
 // no pgx, no AWS SDK.
+//
+// # Galera
+//
+// On a MariaDB Galera cluster written on several nodes the guarantees
+// hold across nodes: a token lower than one accepted on any node is
+// refused, accepted tokens strictly increase, and no accepted write is
+// lost. A row lock does not hold back a writer on another node, and a
+// node may not yet have applied a newer token: the guard then passes on
+// the node's old row, and Galera's certification refuses the write at
+// COMMIT with 1213 (the newer token's write set was certified first). That
+// error is a definite failure — nothing was written — not an unknown
+// outcome. Given a *sql.DB, Write, Update and Admit run the statement
+// again (retry's default policy), and it is then refused with
+// fenced.ErrStaleToken; in a *sql.Tx the 1213 fails the caller's
+// transaction, which its loop (pessimisticmysql.InTx) runs again. A write
+// that changes nothing — the holder's own token, identical values — is
+// not certified, so on Galera (@@wsrep_on, asked only then) it is
+// confirmed: outside a *sql.Tx by reading the token with wsrep_sync_wait,
+// which waits for the node to apply what the cluster committed before;
+// in a *sql.Tx by lowering the token and raising it back, which puts the
+// row in the transaction's write set (its COMMIT then fails with 1213 if
+// a newer token was committed meanwhile; the row's triggers and ON UPDATE
+// columns see two updates). No session setting is needed.
 package fencedmysql

@@ -9,10 +9,13 @@ import (
 
 	"github.com/concurkit/concurkit/fenced"
 	"github.com/concurkit/concurkit/fenced/internal/guard"
+	"github.com/concurkit/concurkit/internal/galera"
 	"github.com/concurkit/concurkit/internal/handle"
 	"github.com/concurkit/concurkit/internal/ident"
 	"github.com/concurkit/concurkit/internal/mysqlcancel"
+	"github.com/concurkit/concurkit/internal/mysqlerr"
 	"github.com/concurkit/concurkit/internal/sqldb"
+	"github.com/concurkit/concurkit/retry"
 )
 
 // DBTX is the part of a database/sql *DB, *Conn or *Tx that the package
@@ -49,6 +52,12 @@ const (
 	// higher one: "unchanged, token equal" would then report a refused
 	// write as accepted.
 	myReadToken = "SELECT %[3]s FROM %[1]s WHERE %[2]s = ? LOCK IN SHARE MODE"
+	// myTouchDown and myTouchUp lower the token by one and raise it back,
+	// in the caller's transaction, on a Galera node only: see
+	// confirmEqual. The token is at least 1, so neither overflows, even in
+	// an UNSIGNED column. Arguments: key, token; key.
+	myTouchDown = "UPDATE %[1]s SET %[3]s = %[3]s - 1 WHERE %[2]s = ? AND %[3]s = ?"
+	myTouchUp   = "UPDATE %[1]s SET %[3]s = %[3]s + 1 WHERE %[2]s = ?"
 )
 
 // Built statements, per (Table, assigned columns).
@@ -80,6 +89,12 @@ var writes, updates guard.Cache
 // back, so the write can never commit. On a *sql.Conn a call cut short by
 // ctx returns *concurkit.AmbiguousCommitError (no second connection to stop
 // the statement from). The error matches ctx.Err() in every case.
+//
+// Given a *sql.DB, a statement rolled back as a deadlock victim or, on
+// Galera, by a certification failure (1213: nothing was written) is run
+// again under retry's default policy; in a transaction the 1213 is
+// returned, for the caller's loop to run the transaction again. See the
+// package documentation for Galera.
 func Write(ctx context.Context, db DBTX, t fenced.Table, key any, token fenced.Token, set map[string]any) error {
 	st, err := prepare(&writes, buildWrite, db, t, key, token, set)
 	if err != nil {
@@ -89,7 +104,7 @@ func Write(ctx context.Context, db DBTX, t fenced.Table, key any, token fenced.T
 }
 
 func write(ctx context.Context, db DBTX, st *guard.Stmt, key any, token fenced.Token, set map[string]any, resource string) error {
-	res, err := mysqlcancel.Exec(ctx, db, st.SQL, st.Args(set, []any{key, int64(token)})...)
+	res, err := exec(ctx, db, st.SQL, st.Args(set, []any{key, int64(token)}))
 	if err != nil {
 		return guard.DriverError(ctx, pkg, "guarded write "+st.Resource, err)
 	}
@@ -117,7 +132,7 @@ func Update(ctx context.Context, db DBTX, t fenced.Table, key any, token fenced.
 	if err != nil {
 		return err
 	}
-	res, err := mysqlcancel.Exec(ctx, db, st.SQL, st.Args(set, nil, int64(token), key, int64(token))...)
+	res, err := exec(ctx, db, st.SQL, st.Args(set, nil, int64(token), key, int64(token)))
 	if err != nil {
 		return guard.DriverError(ctx, pkg, "guarded update "+st.Resource, err)
 	}
@@ -131,16 +146,102 @@ func Update(ctx context.Context, db DBTX, t fenced.Table, key any, token fenced.
 	return checkUnchanged(ctx, db, st, key, token, st.Resource)
 }
 
+// exec runs a guarded statement. On a *sql.DB the statement is a
+// transaction of its own (autocommit), and one that the server rolled back
+// as a deadlock victim or, on Galera, because a write set of another node
+// touching the row was certified first (1213, a definite failure: nothing
+// was written) is run again under retry's default policy; the guard then
+// compares the token with the row as the winner left it. Elsewhere the
+// statement belongs to the caller's transaction, which the 1213 rolled
+// back whole: the caller's loop (pessimisticmysql.InTx) retries it.
+func exec(ctx context.Context, db DBTX, query string, args []any) (sql.Result, error) {
+	res, err := mysqlcancel.Exec(ctx, db, query, args...)
+	if _, auto := db.(*sql.DB); !auto || err == nil || !retry.IsRetryable(err) {
+		return res, err
+	}
+	err = retry.Do(ctx, retry.Policy{}, func(ctx context.Context) error {
+		res, err = mysqlcancel.Exec(ctx, db, query, args...)
+		return err
+	})
+	return res, err
+}
+
 func checkUnchanged(ctx context.Context, db DBTX, st *guard.Stmt, key any, token fenced.Token, resource string) error {
+	stored, err := readToken(ctx, db, st, st.Read, key)
+	if err == nil && stored == token {
+		stored, err = confirmEqual(ctx, db, st, key, token)
+	}
+	if err != nil {
+		return err
+	}
+	return guard.StaleOrSame(ctx, pkg, resource, stored, token)
+}
+
+// readToken reads the row's token with query (st.Read or its causal
+// form). On a *sql.DB a read that a deadlock or, on Galera, the applier of
+// another node's write ended (1213) is run again, as exec does.
+func readToken(ctx context.Context, db DBTX, st *guard.Stmt, query string, key any) (fenced.Token, error) {
 	var stored int64
-	err := db.QueryRowContext(ctx, st.Read, key).Scan(&stored)
+	read := func(ctx context.Context) error {
+		return mysqlerr.Mark(db.QueryRowContext(ctx, query, key).Scan(&stored))
+	}
+	err := read(ctx)
+	if _, auto := db.(*sql.DB); auto && err != nil && retry.IsRetryable(err) {
+		err = retry.Do(ctx, retry.Policy{}, read)
+	}
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return fmt.Errorf("%w: %s: key %v", fenced.ErrNotFound, st.Resource, key)
+		return 0, fmt.Errorf("%w: %s: key %v", fenced.ErrNotFound, st.Resource, key)
 	case err != nil:
-		return guard.DriverError(ctx, pkg, "read token after unchanged write of "+st.Resource, err)
+		return 0, guard.DriverError(ctx, pkg, "read token after unchanged write of "+st.Resource, err)
 	}
-	return guard.StaleOrSame(ctx, pkg, resource, fenced.Token(stored), token)
+	return fenced.Token(stored), nil
+}
+
+// confirmEqual is called when a write changed nothing and the row holds
+// the caller's own token: on a single server the write was accepted (the
+// token never decreases, and the locking read saw the newest row). On a
+// Galera node it may not have been: the node may not yet have applied a
+// higher token committed on another node, and a write that changes
+// nothing is not certified. So on Galera (asked only on this path):
+//
+//   - in a *sql.Tx, the token is lowered by one and raised back, which
+//     changes nothing in the end but puts the row in the transaction's
+//     write set: if a higher token was committed on another node, the
+//     caller's COMMIT fails with 1213, as it does for any write the
+//     newer token overtook, and the transaction run again is refused;
+//   - otherwise (autocommit), the token is read again with
+//     wsrep_sync_wait, which waits until the node has applied every
+//     commit the cluster made before the read.
+//
+// It returns the token to compare with the caller's.
+func confirmEqual(ctx context.Context, db DBTX, st *guard.Stmt, key any, token fenced.Token) (fenced.Token, error) {
+	on, err := galera.On(ctx, db)
+	if err != nil {
+		return 0, guard.DriverError(ctx, pkg, "confirm unchanged write of "+st.Resource, err)
+	}
+	if !on {
+		return token, nil
+	}
+	if _, inTx := db.(*sql.Tx); !inTx {
+		return readToken(ctx, db, st, galera.Causal(st.Read, galera.Read), key)
+	}
+	what := "confirm unchanged write of " + st.Resource
+	res, err := db.ExecContext(ctx, st.Touch[0], key, int64(token))
+	if err != nil {
+		return 0, guard.DriverError(ctx, pkg, what, err)
+	}
+	// The row is locked by this transaction since the write: its token
+	// cannot have changed.
+	if n, err := res.RowsAffected(); err != nil {
+		return 0, guard.DriverError(ctx, pkg, what, err)
+	} else if n != 1 {
+		return 0, fmt.Errorf("%s: %s: %d rows with key %v and token %d, want 1", pkg, what, n, key, int64(token))
+	}
+	if _, err := db.ExecContext(ctx, st.Touch[1], key); err != nil {
+		return 0, guard.DriverError(ctx, pkg, what, err)
+	}
+	return token, nil
 }
 
 // prepare checks the arguments and returns the cached statement.
@@ -189,6 +290,7 @@ func buildWrite(t fenced.Table, cols []string) (*guard.Stmt, error) {
 		Read:     fmt.Sprintf(myReadToken, q.Table, q.Key, q.Token),
 		Columns:  cols,
 		Resource: n.Resource(),
+		Touch:    touch(q),
 	}, nil
 }
 
@@ -209,5 +311,10 @@ func buildUpdate(t fenced.Table, cols []string) (*guard.Stmt, error) {
 		Read:     fmt.Sprintf(myReadToken, q.Table, q.Key, q.Token),
 		Columns:  cols,
 		Resource: n.Resource(),
+		Touch:    touch(q),
 	}, nil
+}
+
+func touch(q guard.Quoted) [2]string {
+	return [2]string{fmt.Sprintf(myTouchDown, q.Table, q.Key, q.Token), fmt.Sprintf(myTouchUp, q.Table, q.Key, q.Token)}
 }

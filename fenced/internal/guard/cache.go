@@ -16,6 +16,9 @@ type Stmt struct {
 	Read     string   // the token read-back, if the dialect needs one
 	Columns  []string // the assigned columns, sorted: the order of the values
 	Resource string   // the table as reported in events and errors
+	// Touch, if the dialect needs it, lowers the row's token by one and
+	// raises it back (fencedmysql: to put the row in a Galera write set).
+	Touch [2]string
 }
 
 // Args returns the statement's arguments: first, then the values of set in
