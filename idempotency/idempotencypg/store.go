@@ -61,7 +61,7 @@ type Store struct {
 
 // statements are the SQL texts with the table name filled in.
 type statements struct {
-	claim, read, complete, release, advance, touch, reap string
+	claim, read, settle, complete, release, advance, touch, reap string
 }
 
 // New returns a Store on db, which should be a *pgxpool.Pool. It does no
@@ -90,7 +90,7 @@ func New(db DBTX, cfg *Config) (*Store, error) {
 	st.db, _ = db.(Beginner)
 	f := func(q string) string { return fmt.Sprintf(q, table) }
 	st.s = statements{
-		claim: f(claimSQL), read: f(readSQL), complete: f(completeSQL), release: f(releaseSQL),
+		claim: f(claimSQL), read: f(readSQL), settle: f(settleSQL), complete: f(completeSQL), release: f(releaseSQL),
 		advance: f(advanceSQL), touch: f(touchSQL), reap: f(reapSQL),
 	}
 	return st, nil
@@ -200,16 +200,45 @@ func (s *Store) Claim(ctx context.Context, r idempotency.ClaimRequest) (idempote
 		if err != nil {
 			return rec, wire.Err(ctx, pkg, "claim", err)
 		}
-		if ok {
-			return rec, nil
+		if !ok {
+			if rec, ok, err = scanRecord(s.q.QueryRow(ctx, s.s.read, r.Principal, r.Key)); err != nil {
+				return rec, wire.Err(ctx, pkg, "claim: read", err)
+			}
 		}
-		if rec, ok, err = scanRecord(s.q.QueryRow(ctx, s.s.read, r.Principal, r.Key)); err != nil {
-			return rec, wire.Err(ctx, pkg, "claim: read", err)
-		} else if ok {
+		if ok {
+			if rec.Response != nil {
+				if err := s.settle(ctx, r); err != nil {
+					return idempotency.Record{}, wire.Err(ctx, pkg, "claim: replay", err)
+				}
+			}
 			return rec, nil
 		}
 	}
 	return idempotency.Record{}, fmt.Errorf("%s: claim: key %q keeps disappearing (reaped while claimed?)", pkg, r.Key)
+}
+
+// settleSQL takes a key-share lock on the key row in a transaction of its
+// own: a lock is a write (a WAL record, a transaction id), so its commit
+// waits, as every writing commit does, for the WAL to be flushed and, with
+// synchronous replication, for the synchronous standbys to have it. (A
+// transaction id alone would not do: PostgreSQL commits a transaction that
+// wrote no WAL without waiting.) KEY SHARE blocks no completion, release
+// or phase of the key.
+const settleSQL = `SELECT 1 FROM %s WHERE principal = $1 AND idempotency_key = $2 FOR KEY SHARE`
+
+// settle returns once the key row the session read is durable: on the
+// primary's disk and, with synchronous replication, on its synchronous
+// standbys. A replay needs it. A completion becomes visible on the primary
+// before the standby has it when the wait of its commit is cut short (its
+// session terminated, its statement cancelled: PostgreSQL's "canceling
+// wait for synchronous replication" warning); a replay of it would hand
+// the client a response that a failover then loses. The lock's commit
+// comes after the completion's in the WAL, so its wait covers it. One
+// flushed commit per replay; claims and completions, which write, wait
+// anyway.
+func (s *Store) settle(ctx context.Context, r idempotency.ClaimRequest) error {
+	_, err := s.q.Exec(ctx, s.s.settle, r.Principal, r.Key)
+	return err
 }
 
 // scanRecord scans one key row; ok is false when there was none.
