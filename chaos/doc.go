@@ -49,7 +49,12 @@
 // an applied write) and frozen servers; the run's database sessions
 // terminated; server processes frozen or killed and restarted
 // (Config.Servers); a Redis primary lost with its last writes and a
-// replica promoted (Config.Failovers, RedisFailover).
+// replica promoted (Config.Failovers, RedisFailover); a PostgreSQL primary
+// killed while its standbys receive nothing, a standby promoted and the old
+// primary rebuilt as its standby (PostgresFailover): with a synchronous
+// standby nothing acknowledged may be lost, with an asynchronous one the
+// checkers find lost acknowledgements and lost effects — what
+// durabilitypg.Check warns of.
 //
 // # Negative controls
 //

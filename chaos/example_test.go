@@ -127,6 +127,31 @@ func ExampleNewRedisFailover() {
 	}
 }
 
+// A PostgreSQL primary and its synchronous standby, failed over in the
+// middle of the idempotent-HTTP run: no acknowledged response may be lost.
+func ExampleNewPostgresFailover() {
+	_ = func(t *testing.T) {
+		nodes := testkit.StartPostgresReplication(t, true)
+		var pn []chaos.PostgresNode
+		for _, n := range nodes {
+			pn = append(pn, chaos.PostgresNode{URL: n.URL(), Server: n, Rejoin: n.Rejoin})
+		}
+		f, err := chaos.NewPostgresFailover(pn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := chaos.Run(t.Context(), &chaos.Config{
+			Workload: "idempotent", Backend: "postgres",
+			Endpoints: &chaos.Endpoints{Postgres: nodes[0].URL()},
+			Nemeses:   []string{chaos.NemesisFailover},
+			Failovers: map[string]chaos.Failover{"postgres": f},
+		})
+		if err != nil || !s.Report.Valid {
+			t.Fatal(s, err)
+		}
+	}
+}
+
 // Partitions need servers in network namespaces of their own.
 func ExamplePartitioner() {
 	_ = func(t *testing.T) {

@@ -26,6 +26,7 @@ type PostgresNode struct {
 	data   string   // its data directory
 	bin    string   // PostgreSQL's bin directory
 	asUser []string // argv prefix running a command as the data's owner
+	sync   bool     // the group's standbys are synchronous
 }
 
 // URL returns a postgres:// URL for the node (user postgres, trust auth).
@@ -59,7 +60,7 @@ func (n *PostgresNode) Rejoin(ctx context.Context, primary string) error {
 	if err := n.Restart(ctx); err != nil {
 		return err
 	}
-	return waitStreaming(ctx, "postgres://postgres@"+primary+"/postgres?sslmode=disable", 1)
+	return waitStreaming(ctx, "postgres://postgres@"+primary+"/postgres?sslmode=disable", 1, n.sync)
 }
 
 // StartPostgresReplication starts a PostgreSQL primary and one streaming
@@ -133,7 +134,7 @@ func StartPostgresReplication(t testing.TB, sync bool) []*PostgresNode {
 			"-c", "wal_keep_size=128MB", "-c", "synchronous_standby_names="+names,
 			"-c", "cluster_name="+name)
 		nodes[i] = &PostgresNode{Proc: &Proc{Addr: addr(ports[i]), Name: name, argv: argv, dir: dir,
-			log: filepath.Join(dir, "postgres.log"), ready: postgresProcReady}, data: data, bin: bin, asUser: asUser}
+			log: filepath.Join(dir, "postgres.log"), ready: postgresProcReady}, data: data, bin: bin, asUser: asUser, sync: sync}
 	}
 	ctx, cancel := setupContext(t)
 	defer cancel()
@@ -152,7 +153,7 @@ func StartPostgresReplication(t testing.TB, sync bool) []*PostgresNode {
 		t.Fatalf("testenv: %v", err)
 	}
 	killAtCleanup(t, []*Proc{nodes[1].Proc})
-	if err := waitStreaming(ctx, nodes[0].URL(), 1); err != nil {
+	if err := waitStreaming(ctx, nodes[0].URL(), 1, sync); err != nil {
 		t.Fatalf("testenv: %v", err)
 	}
 	return nodes
@@ -184,8 +185,10 @@ func basebackup(ctx context.Context, bin string, asUser []string, primary, data,
 	return nil
 }
 
-// waitStreaming waits until the primary at url has n standbys streaming.
-func waitStreaming(ctx context.Context, url string, n int) error {
+// waitStreaming waits until the primary at url has n standbys streaming,
+// synchronous ones if sync (a standby is asynchronous for a moment after
+// it connects).
+func waitStreaming(ctx context.Context, url string, n int, sync bool) error {
 	ctx, cancel := context.WithTimeout(ctx, ProcReadyTimeout)
 	defer cancel()
 	tick := time.NewTicker(20 * time.Millisecond)
@@ -199,7 +202,7 @@ func waitStreaming(ctx context.Context, url string, n int) error {
 				return err
 			}
 			defer c.Close(context.WithoutCancel(ctx))
-			return c.QueryRow(ctx, "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'").Scan(&got)
+			return c.QueryRow(ctx, "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming' AND (sync_state = 'sync' OR NOT $1)", sync).Scan(&got)
 		}()
 		if last == nil && got >= n {
 			return nil
