@@ -198,3 +198,17 @@ func ExamplePostgresNode_Rejoin() {
 		}
 	}
 }
+
+// Hold a synchronous primary's commits: freeze its WAL senders, find the
+// sessions waiting for the standby, then fail over.
+func ExamplePostgresNode_FreezeWALSenders() {
+	_ = func(t *testing.T) {
+		nodes := testkit.StartPostgresReplication(t, true)
+		nodes[0].FreezeWALSenders(t)
+		go func() { _, _ = testkit.PostgresConn(t, nodes[0].URL()).Exec(t.Context(), "CREATE TABLE t (id int)") }()
+		waiting := nodes[0].WaitingForStandby(t)
+		_ = waiting // pids: terminate one to see its commit become visible on the primary alone
+		nodes[0].Kill(t)
+		nodes[1].Promote(t)
+	}
+}

@@ -242,3 +242,84 @@ func killOrphans(data string) {
 		}
 	}
 }
+
+// FreezeWALSenders stops (SIGSTOP) the node's WAL senders, so that its
+// standbys receive nothing more: a commit then waits for a synchronous
+// standby, and is acknowledged without an asynchronous one. It returns
+// their pids. They are killed at cleanup, not thawed (a thawed sender
+// would send what it holds): kill the node and them to fail over.
+func (n *PostgresNode) FreezeWALSenders(t testing.TB) []int {
+	t.Helper()
+	ctx, cancel := setupContext(t)
+	defer cancel()
+	c, err := pgx.Connect(ctx, n.URL())
+	if err != nil {
+		t.Fatalf("testenv: %s: %v", n.Name, err)
+	}
+	defer c.Close(context.WithoutCancel(ctx))
+	rows, err := c.Query(ctx, "SELECT pid FROM pg_stat_replication")
+	if err != nil {
+		t.Fatalf("testenv: %s: %v", n.Name, err)
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	if err != nil || len(pids) == 0 {
+		t.Fatalf("testenv: %s: WAL senders %v, %v", n.Name, pids, err)
+	}
+	t.Cleanup(func() {
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+			t.Fatalf("testenv: stop WAL sender %d of %s: %v", pid, n.Name, err)
+		}
+	}
+	return pids
+}
+
+// Promote promotes the node, a standby (after its primary was killed, as
+// a rule), and returns once it takes writes.
+func (n *PostgresNode) Promote(t testing.TB) {
+	t.Helper()
+	ctx, cancel := setupContext(t)
+	defer cancel()
+	c, err := pgx.Connect(ctx, n.URL())
+	if err != nil {
+		t.Fatalf("testenv: %s: %v", n.Name, err)
+	}
+	defer c.Close(context.WithoutCancel(ctx))
+	var ok bool
+	if err := c.QueryRow(ctx, "SELECT pg_promote(true, 60)").Scan(&ok); err != nil || !ok {
+		t.Fatalf("testenv: promote %s: %v, %v", n.Name, ok, err)
+	}
+}
+
+// WaitingForStandby waits (at most ProcReadyTimeout) until sessions of the
+// node wait for the synchronous standby to confirm their commit
+// (wait_event SyncRep), and returns their pids.
+func (n *PostgresNode) WaitingForStandby(t testing.TB) []int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), ProcReadyTimeout)
+	defer cancel()
+	c, err := pgx.Connect(ctx, n.URL())
+	if err != nil {
+		t.Fatalf("testenv: %s: %v", n.Name, err)
+	}
+	defer c.Close(context.WithoutCancel(ctx))
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		rows, err := c.Query(ctx, "SELECT pid FROM pg_stat_activity WHERE wait_event = 'SyncRep'")
+		if err == nil {
+			if pids, err := pgx.CollectRows(rows, pgx.RowTo[int]); err == nil && len(pids) > 0 {
+				return pids
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("testenv: %s: no session waits for the standby: %v", n.Name, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}

@@ -44,17 +44,7 @@ func TestReplayWaitsForStandby(t *testing.T) {
 		t.Fatal(err)
 	}
 	admin := testkit.PostgresConn(t, nodes[0].URL())
-	senders := pids(t, admin, "SELECT pid FROM pg_stat_replication")
-	for _, pid := range senders {
-		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-			t.Fatal(err)
-		}
-	}
-	defer func() {
-		for _, pid := range senders {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-	}()
+	senders := nodes[0].FreezeWALSenders(t)
 	done := make(chan error, 1)
 	go func() {
 		done <- s.Complete(ctx, idempotency.Lock{Principal: "p", Key: "pay-1", ID: 7},
@@ -62,7 +52,7 @@ func TestReplayWaitsForStandby(t *testing.T) {
 	}()
 	// The completion's commit waits for the frozen standby; terminate its
 	// session there.
-	waiting := waitFor(t, admin, "SELECT pid FROM pg_stat_activity WHERE wait_event = 'SyncRep'")
+	waiting := nodes[0].WaitingForStandby(t)
 	if _, err := admin.Exec(ctx, "SELECT pg_terminate_backend($1)", waiting[0]); err != nil {
 		t.Fatal(err)
 	}
@@ -87,10 +77,8 @@ func TestReplayWaitsForStandby(t *testing.T) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 	nodes[0].Kill(t)
+	nodes[1].Promote(t)
 	standby := testkit.PostgresConn(t, nodes[1].URL())
-	if _, err := standby.Exec(ctx, "SELECT pg_promote(true, 60)"); err != nil {
-		t.Fatal(err)
-	}
 	var point string
 	if err := standby.QueryRow(ctx, "SELECT recovery_point FROM concurkit_idempotency_keys WHERE idempotency_key = 'pay-1'").Scan(&point); err != nil {
 		t.Fatal(err)
@@ -98,19 +86,6 @@ func TestReplayWaitsForStandby(t *testing.T) {
 	if point == "finished" {
 		t.Fatal("the promoted standby has the completion: the test did not keep it from the standby")
 	}
-}
-
-func pids(t *testing.T, c *pgx.Conn, q string) []int {
-	t.Helper()
-	rows, err := c.Query(t.Context(), q)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowTo[int])
-	if err != nil || len(out) == 0 {
-		t.Fatalf("%s: %v, %v", q, out, err)
-	}
-	return out
 }
 
 // waitFor polls q until it returns a row (bounded by 30 s).

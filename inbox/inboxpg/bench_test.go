@@ -27,8 +27,9 @@ import (
 //   - bare: pessimisticpg.InTx running the effect (BEGIN, INSERT, COMMIT:
 //     3 round trips);
 //   - new: Handle of a new id (BEGIN, record, INSERT, COMMIT: 4);
-//   - dup: Handle of a recorded id (BEGIN, record, ROLLBACK: 3, no effect,
-//     nothing to flush).
+//   - dup: Handle of a recorded id (BEGIN, record, lock, COMMIT: 4, no
+//     effect; the lock's commit is flushed, so that a duplicate is only
+//     reported once the record is durable).
 func BenchmarkHandle(b *testing.B) {
 	ctx := context.Background()
 	u := testkit.PostgresURL(b)

@@ -10,4 +10,15 @@
 // (concurkit_inbox, concurkit_inbox_sequences) are created by the toolkit
 // migrations. Types, sentinels and semantics are the core's: see package
 // inbox. This package never links the MySQL driver or the AWS SDK.
+//
+// A duplicate is reported only once its record is durable — on disk and,
+// with synchronous replication, on the synchronous standbys: Handle locks
+// the recorded id and commits (HandleSequence commits its lock of the
+// producer's row), and that commit waits. A record whose own commit was
+// cut short while waiting for the standby (its session terminated, its
+// statement cancelled) is visible on the primary alone; calling a
+// redelivery of it a duplicate let the transport drop a message that a
+// failover then lost (TestDuplicateWaitsForStandby). With an asynchronous
+// standby a failover loses recent records whatever the inbox does, and
+// their messages are handled again: durabilitypg.Check reports it.
 package inboxpg

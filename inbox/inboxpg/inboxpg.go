@@ -58,6 +58,19 @@ WHERE i.processed_at <= $4`
 ON CONFLICT (consumer, producer) DO UPDATE SET last_seq = s.last_seq
 RETURNING last_seq`
 
+	// settleSQL locks a recorded id (a duplicate's). A lock is a write:
+	// the transaction's commit waits for the WAL flush and, with
+	// synchronous replication, for the synchronous standbys, and it comes
+	// after the commit that recorded the id. So a duplicate is reported —
+	// and the transport told to drop the message — only once the record
+	// is durable. Without it, a record whose commit was still waiting for
+	// the standby when its session was terminated or its statement
+	// cancelled (then committed on the primary alone) made a redelivery a
+	// duplicate, and a failover lost the record, its effects and the
+	// message. HandleSequence commits its lock of the producer's row for
+	// a duplicate for the same reason.
+	settleSQL = `SELECT 1 FROM %[1]s WHERE consumer = $1 AND message_id = $2 FOR KEY SHARE`
+
 	// advanceSQL records seq ($3) as the highest applied, on the row
 	// lockSequenceSQL locked.
 	advanceSQL = `UPDATE %[1]s SET last_seq = $3, updated_at = $4 WHERE consumer = $1 AND producer = $2`
@@ -79,9 +92,9 @@ var errSkip = errors.New("inboxpg: nothing to apply")
 // transactions of their handlers. Build it with New; it is safe for
 // concurrent use and holds no connection of its own.
 type Inbox struct {
-	db                             Beginner
-	cfg                            spec.Resolved
-	record, lockSeq, advance, reap string
+	db                                     Beginner
+	cfg                                    spec.Resolved
+	record, settle, lockSeq, advance, reap string
 }
 
 // New returns an Inbox that runs its transactions on db, configured by cfg
@@ -104,6 +117,7 @@ func New(db Beginner, cfg *inbox.Config) (*Inbox, error) {
 		db:      db,
 		cfg:     r,
 		record:  fmt.Sprintf(record, r.Table),
+		settle:  fmt.Sprintf(settleSQL, r.Table),
 		lockSeq: fmt.Sprintf(lockSequenceSQL, r.SequenceTable),
 		advance: fmt.Sprintf(advanceSQL, r.SequenceTable),
 		reap:    fmt.Sprintf(reapSQL, r.Table),
@@ -155,7 +169,11 @@ func (ib *Inbox) Handle(ctx context.Context, consumer, msgID string, fn func(ctx
 			return false, fmt.Errorf("%s: record message %q: %w", pkg, msgID, err)
 		}
 		if tag.RowsAffected() == 0 {
-			return false, errSkip
+			// A duplicate: commit a lock on the recorded id (see settleSQL).
+			if _, err := tx.Exec(ctx, ib.settle, consumer, msgID); err != nil {
+				return false, fmt.Errorf("%s: settle duplicate %q: %w", pkg, msgID, err)
+			}
+			return false, nil
 		}
 		if err := fn(ctx, tx); err != nil {
 			return false, err
@@ -211,8 +229,11 @@ func (ib *Inbox) HandleSequence(ctx context.Context, consumer, producer string, 
 			return fmt.Errorf("%s: read sequence of producer %q: %w", pkg, producer, err)
 		}
 		res = spec.Decide(consumer, producer, last, seq, ib.cfg.Gaps)
+		if res.Duplicate() {
+			return nil // commit the lock, a write, so that the duplicate settles (see settleSQL)
+		}
 		if !res.Applied {
-			return errSkip // nothing to record: roll back the lock (and a new row)
+			return errSkip // a refused gap: roll back the lock (and a new row)
 		}
 		if _, err := tx.Exec(ctx, ib.advance, consumer, producer, seq, now); err != nil {
 			return fmt.Errorf("%s: record sequence %d of producer %q: %w", pkg, seq, producer, err)
