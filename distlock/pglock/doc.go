@@ -55,7 +55,15 @@
 // reason why only a fenced write protects storage: the successor's token
 // is higher, so the old holder's late writes are refused. (A session that
 // the server ends by its idle_session_timeout — the lease's TTL — is not
-// such a case: the lease's local validity ends first.) A connection cut
+// such a case: the lease's local validity ends first.)
+//
+// After a failover the tokens go on increasing only if the standby was
+// synchronous: the token sequence's WAL reaches it with the commits that
+// waited for it. A standby promoted with commits missing (asynchronous
+// replication) hands out tokens again that the old primary had given —
+// TestFailover saw 2 after 42 — so fencing against that database is void
+// until every old holder is gone. durabilitypg.Check reports such a
+// standby at start-up. A connection cut
 // without a word (a partition, a frozen server) is noticed by neither
 // side: the server keeps the lock until its idle timeout, after the
 // lease's own deadline.
