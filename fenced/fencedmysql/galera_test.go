@@ -332,3 +332,25 @@ func TestGaleraHolders(t *testing.T) {
 	}
 	t.Logf("%d holders in %v: %d accepted in one chain, %d refused as stale", holders, time.Since(start).Round(time.Millisecond), len(chain), len(stale))
 }
+
+// TestGaleraSequence: CreateSequence makes a sequence Galera accepts
+// (NOCACHE), and Next refuses to draw tokens from it: each node's copy
+// of a sequence hands out the same values.
+func TestGaleraSequence(t *testing.T) {
+	t.Parallel()
+	c := galera(t)
+	ctx := t.Context()
+	if err := fencedmysql.CreateSequence(ctx, c.Synced, "tokens"); err != nil {
+		t.Fatal(err)
+	}
+	c.Sync(t)
+	src, err := fencedmysql.NewSequence(c.Pool, "tokens")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // asked, then remembered
+		if tok, err := src.Next(ctx); !errors.Is(err, concurkit.ErrInvalidArgument) {
+			t.Fatalf("Next on Galera = %d, %v; want an error matching ErrInvalidArgument", tok, err)
+		}
+	}
+}

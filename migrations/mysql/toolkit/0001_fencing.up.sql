@@ -11,7 +11,9 @@ CREATE TABLE IF NOT EXISTS concurkit_fences (
 -- Token source for distlock/redislock and distlock/redlock
 -- (fencedmysql.Sequence). MariaDB 10.3+ only: the /*M!100300 ... */
 -- executable comment runs on MariaDB and is an ordinary comment on MySQL 8,
--- which has no SEQUENCE objects, so this migration applies on both. The
--- sequence's cache lives in the server, shared by all connections, so
--- NEXTVAL stays strictly increasing in call order.
-/*M!100300 CREATE SEQUENCE IF NOT EXISTS concurkit_fence_token_seq START WITH 1 MINVALUE 1 INCREMENT BY 1 */;
+-- which has no SEQUENCE objects, so this migration applies on both. A
+-- sequence is shared by all connections, so NEXTVAL stays strictly
+-- increasing in call order. NOCACHE: a MariaDB Galera cluster refuses a
+-- sequence with a cache (and fencedmysql.Sequence refuses to draw tokens
+-- there, where each node's copy hands out the same values).
+/*M!100300 CREATE SEQUENCE IF NOT EXISTS concurkit_fence_token_seq START WITH 1 MINVALUE 1 INCREMENT BY 1 NOCACHE */;
