@@ -22,4 +22,26 @@
 //
 // The package imports the MySQL driver and the standard library, nothing
 // of pgx or the AWS SDK.
+//
+// # Galera
+//
+// On a MariaDB Galera cluster whose nodes all take the store's statements
+// (a pool spread over them, a round-robin proxy) the guarantees hold
+// across nodes: of concurrent claims of a key on different nodes exactly
+// one runs — locks do not hold back a claim on another node, but of the
+// claims' write sets the first certified wins and the others fail with
+// 1213, a definite failure (nothing was written) that Claim runs again and
+// that then finds the key claimed (409) — and every client gets the one
+// stored response or 409. The store asks the server once whether it is a
+// Galera node (@@wsrep_on) and, if so, makes the claim, the read after it,
+// Complete and Release wait (SET STATEMENT wsrep_sync_wait) until their
+// node has applied what the cluster committed before them, and runs each
+// phase of DoPhases on a connection that first waited so: without the
+// wait a node that had not yet applied the claim made on another node
+// answered 409 to the claimant itself, refused its completion (the work
+// done, the result not stored, the key run again after LockTimeout) or a
+// phase (ErrLockLost), and a retry after the result was stored got 409.
+// Complete and Release, autocommit statements, are run again after a 1213.
+// Nothing needs to be set on the sessions; the waits cost one round trip
+// between nodes each.
 package idempotencymysql

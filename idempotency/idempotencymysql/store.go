@@ -13,6 +13,7 @@ import (
 	"github.com/concurkit/concurkit"
 	"github.com/concurkit/concurkit/idempotency"
 	"github.com/concurkit/concurkit/idempotency/internal/wire"
+	"github.com/concurkit/concurkit/internal/galera"
 	"github.com/concurkit/concurkit/internal/handle"
 	"github.com/concurkit/concurkit/internal/ident"
 	"github.com/concurkit/concurkit/internal/mysqlcancel"
@@ -54,6 +55,10 @@ type Config struct {
 type Store struct {
 	db DBTX
 	s  statements
+	// gs are the statements for a Galera node: s with the claim, its
+	// read, complete and release causal (see package galera).
+	gs     statements
+	galera galera.Node
 	// maxPacket caches the server's max_allowed_packet, read when a
 	// response first needs it; 0 until then.
 	maxPacket atomic.Int64
@@ -86,10 +91,37 @@ func New(db DBTX, cfg *Config) (*Store, error) {
 		return nil, fmt.Errorf("%w: %s: table: %v", concurkit.ErrInvalidArgument, pkg, err)
 	}
 	f := func(q string) string { return fmt.Sprintf(q, table) }
-	return &Store{db: db, s: statements{
+	st := statements{
 		claim: f(claimSQL), read: f(readSQL), complete: f(completeSQL), release: f(releaseSQL),
 		check: f(checkSQL), advance: f(advanceSQL), touch: f(touchSQL), reap: f(reapSQL),
-	}}, nil
+	}
+	gs := st
+	gs.claim = galera.Causal(st.claim, galera.Insert)
+	gs.read = galera.Causal(st.read, galera.Read)
+	gs.complete = galera.Causal(st.complete, galera.Update)
+	gs.release = galera.Causal(st.release, galera.Update)
+	return &Store{db: db, s: st, gs: gs}, nil
+}
+
+// statements returns the statements for the store's server: on a Galera
+// node (asked once) the claim, the read after it, complete and release
+// wait until the node has applied what the cluster committed before them.
+// Without that wait each may run on a node that has not yet applied the
+// commit just before it on another node: the read after a claim would
+// not find the claim (a 409 for the key's own claimant, which then stays
+// locked until LockTimeout), a completion would not find its lock
+// (ErrLockLost, or 1213 when it meets the claim being applied: the work
+// done, its result not stored, and run again after LockTimeout), and a
+// retry would be answered 409 for a key another node completed.
+func (s *Store) statements(ctx context.Context) (*statements, error) {
+	on, err := s.galera.On(ctx, s.db)
+	if err != nil {
+		return nil, err
+	}
+	if on {
+		return &s.gs, nil
+	}
+	return &s.s, nil
 }
 
 const columns = `principal, idempotency_key, fingerprint, lock_id, attempts, locked_at, recovery_point,
@@ -197,16 +229,20 @@ const claimAttempts = 5
 // Claim implements idempotency.Store: the upsert (retried after a
 // deadlock, which InnoDB may pick when claims race a reaper), then a read.
 func (s *Store) Claim(ctx context.Context, r idempotency.ClaimRequest) (idempotency.Record, error) {
+	st, err := s.statements(ctx)
+	if err != nil {
+		return idempotency.Record{}, wire.Err(ctx, pkg, "claim", err)
+	}
 	args := claimArgs(r)
 	for range claimAttempts {
 		err := retry.Do(ctx, retry.Policy{}, func(ctx context.Context) error {
-			_, err := mysqlcancel.Exec(ctx, s.db, s.s.claim, args...)
+			_, err := mysqlcancel.Exec(ctx, s.db, st.claim, args...)
 			return err
 		})
 		if err != nil {
 			return idempotency.Record{}, wire.Err(ctx, pkg, "claim", err)
 		}
-		rec, ok, err := scanRecord(s.db.QueryRowContext(ctx, s.s.read, r.Principal, r.Key))
+		rec, ok, err := scanRecord(s.db.QueryRowContext(ctx, st.read, r.Principal, r.Key))
 		if err != nil {
 			return rec, wire.Err(ctx, pkg, "claim: read", err)
 		}
@@ -244,9 +280,19 @@ func scanRecord(row *sql.Row) (idempotency.Record, bool, error) {
 }
 
 // fenced runs a fenced autocommit write (or one in tx): no row changed
-// means the lock was lost.
+// means the lock was lost. An autocommit write (not in a *sql.Tx) that a
+// deadlock or, on Galera, a certification failure rolled back (1213:
+// nothing was written) is run again.
 func fenced(ctx context.Context, db DBTX, op, query string, args ...any) error {
-	res, err := mysqlcancel.Exec(ctx, db, query, args...)
+	var res sql.Result
+	exec := func(ctx context.Context) (err error) {
+		res, err = mysqlcancel.Exec(ctx, db, query, args...)
+		return err
+	}
+	err := exec(ctx)
+	if _, inTx := db.(*sql.Tx); !inTx && err != nil && retry.IsRetryable(err) {
+		err = retry.Do(ctx, retry.Policy{}, exec)
+	}
 	if err != nil {
 		return wire.Err(ctx, pkg, op, err)
 	}
@@ -260,10 +306,14 @@ func fenced(ctx context.Context, db DBTX, op, query string, args ...any) error {
 
 // Complete implements idempotency.Store.
 func (s *Store) Complete(ctx context.Context, l idempotency.Lock, resp idempotency.Response, expiresAt time.Time) error {
-	return s.complete(ctx, s.db, l, resp, expiresAt)
+	st, err := s.statements(ctx)
+	if err != nil {
+		return wire.Err(ctx, pkg, "complete", err)
+	}
+	return s.complete(ctx, s.db, st.complete, l, resp, expiresAt)
 }
 
-func (s *Store) complete(ctx context.Context, db DBTX, l idempotency.Lock, resp idempotency.Response, expiresAt time.Time) error {
+func (s *Store) complete(ctx context.Context, db DBTX, query string, l idempotency.Lock, resp idempotency.Response, expiresAt time.Time) error {
 	h, err := wire.Header(resp.Header)
 	if err != nil {
 		return fmt.Errorf("%s: complete: %w", pkg, err)
@@ -275,7 +325,7 @@ func (s *Store) complete(ctx context.Context, db DBTX, l idempotency.Lock, resp 
 	if err := s.fits(ctx, len(body)+len(h)+len(l.Principal)+len(l.Key)); err != nil {
 		return err
 	}
-	err = fenced(ctx, db, "complete", s.s.complete, resp.Status, h, body, mysqltime.Text(expiresAt), l.Principal, l.Key, l.ID)
+	err = fenced(ctx, db, "complete", query, resp.Status, h, body, mysqltime.Text(expiresAt), l.Principal, l.Key, l.ID)
 	if me, ok := errors.AsType[*mysql.MySQLError](err); (ok && me.Number == erNetPacketTooLarge) || errors.Is(err, mysql.ErrPktTooLarge) {
 		return fmt.Errorf("%s: complete: %w: %w", pkg, idempotency.ErrResponseTooLarge, err)
 	}
@@ -320,7 +370,11 @@ func (s *Store) fits(ctx context.Context, n int) error {
 
 // Release implements idempotency.Store.
 func (s *Store) Release(ctx context.Context, l idempotency.Lock) error {
-	return fenced(ctx, s.db, "release", s.s.release, l.Principal, l.Key, l.ID)
+	st, err := s.statements(ctx)
+	if err != nil {
+		return wire.Err(ctx, pkg, "release", err)
+	}
+	return fenced(ctx, s.db, "release", st.release, l.Principal, l.Key, l.ID)
 }
 
 // Reap implements idempotency.Store.
@@ -345,11 +399,37 @@ func (s *Store) Reap(ctx context.Context, now time.Time, limit int) (int, error)
 // locked and checked first (SELECT … FOR UPDATE), so the phase holds it
 // while fn runs: a claim that would take the key over waits, then sees
 // the refreshed lock.
+//
+// On a Galera node the transaction runs on a connection that first waits
+// until its node has applied what the cluster committed before (the
+// claim, the previous phase, wherever they ran): MariaDB does not wait
+// inside a transaction, and a check on a node that has not applied the
+// claim yet would report ErrLockLost for the key's own holder.
 func (s *Store) Advance(ctx context.Context, l idempotency.Lock, point string, now, expiresAt time.Time, fn func(ctx context.Context, tx *sql.Tx) (*idempotency.Response, error)) error {
 	if fn == nil {
 		return fmt.Errorf("%w: %s: nil function", concurkit.ErrInvalidArgument, pkg)
 	}
-	return pessimisticmysql.InTx(ctx, s.db, nil, func(ctx context.Context, tx *sql.Tx) error {
+	db := s.db
+	if _, inTx := db.(*sql.Tx); !inTx {
+		on, err := s.galera.On(ctx, db)
+		if err != nil {
+			return wire.Err(ctx, pkg, "advance", err)
+		}
+		if on {
+			if pool, ok := db.(*sql.DB); ok {
+				conn, err := pool.Conn(ctx)
+				if err != nil {
+					return wire.Err(ctx, pkg, "advance", err)
+				}
+				defer conn.Close()
+				db = conn
+			}
+			if err := galera.Barrier(ctx, db); err != nil {
+				return wire.Err(ctx, pkg, "advance", err)
+			}
+		}
+	}
+	return pessimisticmysql.InTx(ctx, db, nil, func(ctx context.Context, tx *sql.Tx) error {
 		var one int
 		err := tx.QueryRowContext(ctx, s.s.check, l.Principal, l.Key, l.ID).Scan(&one)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -373,6 +453,6 @@ func (s *Store) Advance(ctx context.Context, l idempotency.Lock, point string, n
 		if resp == nil {
 			return fmt.Errorf("%w: %s: the last phase returned no response", concurkit.ErrInvalidArgument, pkg)
 		}
-		return s.complete(ctx, tx, l, *resp, expiresAt)
+		return s.complete(ctx, tx, s.s.complete, l, *resp, expiresAt)
 	})
 }

@@ -62,6 +62,11 @@ func newPhaseEnv(t *testing.T) idemtest.PhaseEnv[*sql.Tx] {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return phaseEnv(s, db)
+}
+
+// phaseEnv is the PhaseEnv of s with the rides table in db's database.
+func phaseEnv(s *idempotencymysql.Store, db *sql.DB) idemtest.PhaseEnv[*sql.Tx] {
 	return idemtest.PhaseEnv[*sql.Tx]{
 		Store: s,
 		InsertRide: func(ctx context.Context, tx *sql.Tx, id string) error {
