@@ -212,3 +212,27 @@ func ExamplePostgresNode_FreezeWALSenders() {
 		nodes[1].Promote(t)
 	}
 }
+
+// A throwaway 3-node Galera cluster whose nodes a test may kill and
+// restart: a restarted node rejoins by state transfer.
+func ExampleStartGalera() {
+	_ = func(t *testing.T) {
+		nodes := testkit.StartGalera(t, 3)
+		db := testkit.GaleraFor(t, []string{nodes[0].DSN(""), nodes[1].DSN(""), nodes[2].DSN("")})
+		_ = db
+		if err := nodes[2].Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		if err := nodes[2].Restart(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// DSN names a database on one node.
+func ExampleGaleraNode_DSN() {
+	_ = func(t *testing.T, node *testkit.GaleraNode) {
+		db := testkit.MySQLFor(t, node.DSN("shop"))
+		_ = db
+	}
+}

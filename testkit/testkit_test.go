@@ -7,6 +7,8 @@ import (
 	neturl "net/url"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -704,5 +706,123 @@ func TestStartPostgresReplication(t *testing.T) {
 	var recovering bool
 	if err := again.QueryRow(ctx, "SELECT pg_is_in_recovery()").Scan(&recovering); err != nil || !recovering {
 		t.Fatalf("rejoined node: pg_is_in_recovery = %v, %v", recovering, err)
+	}
+}
+
+// TestStartGalera: writes spread over a 3-node cluster while one node is
+// killed and rejoins by state transfer. Every acknowledged write is on
+// every node afterwards; nothing is there that was not attempted.
+func TestStartGalera(t *testing.T) {
+	t.Parallel()
+	nodes := testkit.StartGalera(t, 3)
+	ctx := t.Context()
+	admin := testkit.MySQLFor(t, nodes[0].DSN(""))
+	if _, err := admin.ExecContext(ctx, "CREATE DATABASE w; CREATE TABLE w.acks (id bigint PRIMARY KEY, writer int NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	var dsns []string
+	for _, n := range nodes {
+		dsns = append(dsns, n.DSN("w"))
+	}
+	db := testkit.GaleraFor(t, dsns)
+	db.SetConnMaxLifetime(200 * time.Millisecond) // connections come back to the rejoined node
+	const writers = 6
+	var (
+		mu           sync.Mutex
+		acked, tried = map[int64]bool{}, map[int64]bool{}
+		stop         = make(chan struct{})
+		wg           sync.WaitGroup
+		failures     atomic.Int64
+	)
+	for w := range writers {
+		wg.Go(func() {
+			for i := int64(0); ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				id := int64(w)<<32 | i
+				mu.Lock()
+				tried[id] = true
+				mu.Unlock()
+				wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				_, err := db.ExecContext(wctx, "INSERT INTO acks VALUES (?, ?)", id, w)
+				cancel()
+				if err != nil {
+					failures.Add(1)
+					time.Sleep(10 * time.Millisecond) // back off: not synchronisation
+					continue
+				}
+				mu.Lock()
+				acked[id] = true
+				mu.Unlock()
+			}
+		})
+	}
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(acked)
+	}
+	waitAcked := func(n int) {
+		for deadline := time.Now().Add(time.Minute); count() < n; {
+			if time.Now().After(deadline) {
+				t.Fatalf("only %d writes acknowledged, want %d", count(), n)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	start := time.Now()
+	waitAcked(200)
+	t.Logf("%s: 200 acknowledged; killing %s", time.Since(start), nodes[2].Name)
+	if err := nodes[2].Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	before := count()
+	waitAcked(before + 200) // the cluster goes on without the node
+	t.Logf("%s: %d acknowledged; restarting %s", time.Since(start), count(), nodes[2].Name)
+	if err := nodes[2].Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s: %s synced again", time.Since(start), nodes[2].Name)
+	waitAcked(count() + 200)
+	close(stop)
+	wg.Wait()
+	for _, n := range nodes {
+		conn, err := testkit.MySQLFor(t, n.DSN("w")).Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if _, err := conn.ExecContext(ctx, "SET SESSION wsrep_sync_wait = 1"); err != nil {
+			t.Fatal(err)
+		}
+		rows, err := conn.QueryContext(ctx, "SELECT id FROM acks")
+		if err != nil {
+			t.Fatal(err)
+		}
+		have := map[int64]bool{}
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				t.Fatal(err)
+			}
+			have[id] = true
+			if !tried[id] {
+				t.Errorf("%s: row %d was never written", n.Name, id)
+			}
+		}
+		rows.Close()
+		lost := 0
+		for id := range acked {
+			if !have[id] {
+				lost++
+			}
+		}
+		t.Logf("%s: %d rows; %d acknowledged writes, %d failed or ambiguous, %d lost", n.Name, len(have), len(acked), failures.Load(), lost)
+		if lost > 0 {
+			t.Errorf("%s: %d acknowledged writes lost", n.Name, lost)
+		}
 	}
 }
