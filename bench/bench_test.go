@@ -15,7 +15,7 @@ import (
 	"time"
 
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
-	_ "github.com/go-sql-driver/mysql"
+	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/concurkit/concurkit/bench"
@@ -195,6 +195,93 @@ func TestRunTinyGrid(t *testing.T) {
 	}
 	assertSchemaGone(t, pgURL, myDSN, schema)
 	assertSchemaGone(t, pgURL, myDSN, schema2)
+}
+
+// TestRunGalera runs for-update, cas and single-update on one hot row with
+// six workers whose connections are spread over the three nodes of the
+// Galera cluster (one DSN each), and checks that every cell's correctness
+// check passed — the losers of certification got 1213 and were retried,
+// nothing lost — that each node took connections and commits, that the
+// nodes' certification conflicts are reported (for-update on one hot row
+// across nodes must meet some) and that the verdict says so with them.
+func TestRunGalera(t *testing.T) {
+	dsns := testkit.GaleraDSNs(t)
+	cfg, err := mysql.ParseDSN(dsns[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := bench.Run(t.Context(), &bench.Config{
+		DBs: []string{bench.MariaDB}, MySQLDSN: strings.Join(dsns, ","), Schema: cfg.DBName,
+		Grid: bench.GridFast, Strategies: []string{"for-update", "cas", "single-update"}, Rows: []int{1}, Workers: []int{6},
+		Rates: []bench.Rate{}, Duration: time.Second, Warmup: 50 * time.Millisecond, SyncProbe: -1, Interval: 100 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sum.Servers) != 1 || sum.Servers[0].Label != "MariaDB Galera (3 nodes)" || len(sum.Servers[0].Nodes) != 3 {
+		t.Errorf("server: %+v", sum.Servers)
+	}
+	if len(sum.Cells) != 3 {
+		t.Fatalf("%d cells", len(sum.Cells))
+	}
+	// One node may win most certifications in a cell; over the three
+	// cells every node commits.
+	commits := make([]int64, 3)
+	for _, c := range sum.Cells {
+		if c.Status != bench.StatusOK || c.Check.Status != bench.CheckPassed {
+			t.Errorf("%s: %s %s, check %s: %s", c.ID, c.Status, c.Reason, c.Check.Status, c.Check.Detail)
+			continue
+		}
+		g := c.Galera
+		if g == nil {
+			t.Errorf("%s: no Galera counters", c.ID)
+			continue
+		}
+		t.Logf("%s: %.0f ops/s, %.2f retries/op, %d conflicts (%d certification failures, %d BF aborts), connections %v, commits %v, unknown %d",
+			c.ID, c.Throughput, c.RetriesPerOp, g.Conflicts, g.CertFailures, g.BFAborts, g.NodeConns, g.NodeCommits, c.Unknown)
+		if len(g.NodeConns) != 3 || slices.Contains(g.NodeConns, 0) || len(g.NodeCommits) != 3 {
+			t.Errorf("%s: connections %v, commits %v by node: want connections on each of the 3", c.ID, g.NodeConns, g.NodeCommits)
+			continue
+		}
+		for i, n := range g.NodeCommits {
+			commits[i] += n
+		}
+		if c.Strategy == "for-update" && (g.Conflicts <= 0 || g.Conflicts != g.CertFailures+g.BFAborts) {
+			t.Errorf("%s: %d conflicts (%d + %d): for-update on one hot row over three nodes must meet some", c.ID, g.Conflicts, g.CertFailures, g.BFAborts)
+		}
+	}
+	if slices.ContainsFunc(commits, func(n int64) bool { return n <= 0 }) {
+		t.Errorf("commits by node over the cells: %v, want some on each", commits)
+	}
+	if len(sum.Verdicts) != 1 || !slices.ContainsFunc(sum.Verdicts[0].Lines, func(l string) bool {
+		return strings.HasPrefix(l, "On MariaDB Galera (3 nodes) FOR UPDATE does not wait across nodes: at 1 row × 6 workers, connections on 3 nodes, for-update met ")
+	}) {
+		t.Errorf("verdicts: %+v", sum.Verdicts)
+	}
+	dir := t.TempDir()
+	if _, err := sum.WriteFiles(dir); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, bench.FileMarkdown))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), "MariaDB Galera (3 nodes), clients spread over `") || !strings.Contains(string(md), "| cert fail | commits by node |") {
+		t.Errorf("results.md lacks the cluster:\n%s", md)
+	}
+	f, err := os.Open(filepath.Join(dir, bench.FileCSV))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	if err != nil || len(rows) != 4 {
+		t.Fatalf("results.csv: %d rows, %v", len(rows), err)
+	}
+	col := slices.Index(rows[0], "galera_conflicts")
+	if col < 0 || rows[1][col] == "" || rows[1][col+3] != "2;2;2" {
+		t.Errorf("results.csv: galera columns %v of %v", rows[1][max(col, 0):], rows[0])
+	}
 }
 
 // checkFiles parses what WriteFiles wrote.

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+
 	"github.com/concurkit/concurkit"
 	"github.com/concurkit/concurkit/internal/redact"
 )
@@ -205,6 +207,16 @@ type Config struct {
 	// concurkit recommends for production: otherwise every statement with
 	// parameters pays a server-side prepare round trip. The header records
 	// the setting (client:interpolateParams).
+	//
+	// A comma-separated list of DSNs names the nodes of a multi-primary
+	// cluster (MariaDB Galera), one DSN each: every cell's connections are
+	// opened on the nodes in turn, so its workers write on all of them at
+	// once, and a node that refuses a connection is skipped for the next
+	// one (without a timeout= parameter each node's dial is bounded by
+	// 5 s). Setup, the table resets and the correctness check run on the
+	// first node that answers. A comma inside one DSN cannot be written;
+	// an empty element or a DSN that does not parse is an error matching
+	// concurkit.ErrInvalidArgument.
 	MySQLDSN string
 	// RedisAddr is the Redis server of the redis-fenced strategy. Empty
 	// means CONCURKIT_REDIS_ADDR, else DefaultRedisAddr.
@@ -358,6 +370,7 @@ type Settings struct {
 	DBs           []string      `json:"dbs"`
 	PostgresURL   string        `json:"postgres_url,omitempty"` // password redacted
 	MySQLDSN      string        `json:"mysql_dsn,omitempty"`    // password redacted
+	MySQLNodes    []string      `json:"mysql_nodes,omitempty"`  // a DSN list's nodes, one each, redacted
 	RedisAddr     string        `json:"redis_addr"`
 	EtcdEndpoints []string      `json:"etcd_endpoints"`
 	Schema        string        `json:"schema"`
@@ -388,8 +401,9 @@ type Settings struct {
 	OpTimeout     time.Duration `json:"op_timeout_ns"`
 	SyncProbe     time.Duration `json:"sync_probe_ns"`
 
-	postgresURL, mysqlDSN string // unredacted
-	openExplicit          bool   // OpenOnly came from Config.OpenStrategies
+	postgresURL, mysqlDSN string   // unredacted
+	mysqlDSNs             []string // mysqlDSN split, one per node
+	openExplicit          bool     // OpenOnly came from Config.OpenStrategies
 }
 
 func envOr(key, def string) string {
@@ -435,7 +449,18 @@ func (c *Config) resolve() (*Settings, error) {
 	if s.mysqlDSN == "" {
 		s.mysqlDSN = envOr("CONCURKIT_MYSQL_DSN", DefaultMySQLDSN)
 	}
-	s.PostgresURL, s.MySQLDSN = redact.DSN(s.postgresURL), redact.DSN(s.mysqlDSN)
+	s.mysqlDSNs = splitDSNs(s.mysqlDSN)
+	s.PostgresURL, s.MySQLDSN = redact.DSN(s.postgresURL), redactDSNs(s.mysqlDSNs)
+	if slices.Contains(s.DBs, MariaDB) {
+		if err := checkDSNs(s.mysqlDSN, s.mysqlDSNs); err != nil {
+			return nil, err
+		}
+	}
+	if len(s.mysqlDSNs) > 1 {
+		for _, d := range s.mysqlDSNs {
+			s.MySQLNodes = append(s.MySQLNodes, redact.DSN(d))
+		}
+	}
 	s.RedisAddr = c.RedisAddr
 	if s.RedisAddr == "" {
 		s.RedisAddr = envOr("CONCURKIT_REDIS_ADDR", DefaultRedisAddr)
@@ -617,6 +642,44 @@ func (c *Config) resolve() (*Settings, error) {
 		s.SyncProbe = c.SyncProbe
 	}
 	return s, nil
+}
+
+// splitDSNs splits a MySQLDSN at its commas, one DSN per node, each
+// trimmed of white space; empty elements are kept (checkDSNs refuses them).
+func splitDSNs(list string) []string {
+	out := strings.Split(list, ",")
+	for i := range out {
+		out[i] = strings.TrimSpace(out[i])
+	}
+	return out
+}
+
+// redactDSNs joins dsns with commas, each with its password redacted.
+func redactDSNs(dsns []string) string {
+	out := make([]string, len(dsns))
+	for i, d := range dsns {
+		out[i] = redact.DSN(d)
+	}
+	return strings.Join(out, ",")
+}
+
+// checkDSNs reports the first element of a MySQLDSN list (split into
+// dsns) that is empty or does not parse; errors match
+// concurkit.ErrInvalidArgument and show no password.
+func checkDSNs(list string, dsns []string) error {
+	for i, d := range dsns {
+		where := "mysql DSN"
+		if len(dsns) > 1 {
+			where = fmt.Sprintf("mysql DSN %d of %d in %q", i+1, len(dsns), redactDSNs(dsns))
+		}
+		if d == "" {
+			return invalid("%s is empty: want one DSN per node, separated by commas", where)
+		}
+		if _, err := mysql.ParseDSN(d); err != nil {
+			return invalid("%s, %s: %w", where, redact.DSN(d), redact.Error(err, list, d))
+		}
+	}
+	return nil
 }
 
 func validSchema(s string) bool {

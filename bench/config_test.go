@@ -73,6 +73,55 @@ func TestResolveRejectsBadInput(t *testing.T) {
 	}
 }
 
+// TestResolveDSNList: a comma-separated MySQLDSN is one DSN per node,
+// trimmed, recorded with each password redacted.
+func TestResolveDSNList(t *testing.T) {
+	s, err := (&Config{MySQLDSN: "u:pw1@tcp(h1:3306)/, u:pw2@tcp(h2:3306)/x ,u@tcp(h3)/"}).resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"u:pw1@tcp(h1:3306)/", "u:pw2@tcp(h2:3306)/x", "u@tcp(h3)/"}; !slices.Equal(s.mysqlDSNs, want) {
+		t.Errorf("nodes %q, want %q", s.mysqlDSNs, want)
+	}
+	if want := []string{"u:xxxxx@tcp(h1:3306)/", "u:xxxxx@tcp(h2:3306)/x", "u@tcp(h3)/"}; !slices.Equal(s.MySQLNodes, want) {
+		t.Errorf("MySQLNodes %q, want %q", s.MySQLNodes, want)
+	}
+	if want := "u:xxxxx@tcp(h1:3306)/,u:xxxxx@tcp(h2:3306)/x,u@tcp(h3)/"; s.MySQLDSN != want {
+		t.Errorf("MySQLDSN %q, want %q", s.MySQLDSN, want)
+	}
+	one, err := (&Config{MySQLDSN: "u:pw@tcp(h:3306)/"}).resolve()
+	if err != nil || len(one.mysqlDSNs) != 1 || one.MySQLNodes != nil {
+		t.Errorf("one DSN: nodes %q, MySQLNodes %q, err %v", one.mysqlDSNs, one.MySQLNodes, err)
+	}
+}
+
+// TestResolveDSNListRejectsBadInput: an empty element or a DSN that does
+// not parse is refused before any I/O, naming the element and showing no
+// password; a list the run does not use (no mariadb) is not checked.
+func TestResolveDSNListRejectsBadInput(t *testing.T) {
+	for _, c := range []struct{ dsn, want string }{
+		{"u:secret@tcp(h1)/,,u:secret@tcp(h3)/", "mysql DSN 2 of 3"},
+		{"u:secret@tcp(h1)/,", "mysql DSN 2 of 2"},
+		{",u:secret@tcp(h1)/", "mysql DSN 1 of 2"},
+		{" , ", "is empty"},
+		{"u:secret@tcp(h1)/,u:secret@tcp(h2", "mysql DSN 2 of 2"},
+		{"u:secret@tcp(h1)/,nonsense", "invalid DSN"},
+		{"u:secret@tcp(h1)", "invalid DSN"},
+	} {
+		_, err := (&Config{DBs: []string{MariaDB}, MySQLDSN: c.dsn}).resolve()
+		if !errors.Is(err, concurkit.ErrInvalidArgument) {
+			t.Errorf("%q: err = %v, want ErrInvalidArgument", c.dsn, err)
+			continue
+		}
+		if msg := err.Error(); !strings.Contains(msg, c.want) || strings.Contains(msg, "secret") {
+			t.Errorf("%q: error %q: want it to say %q and hide the password", c.dsn, msg, c.want)
+		}
+	}
+	if _, err := (&Config{DBs: []string{Postgres}, MySQLDSN: "u@tcp(h1)/,,"}).resolve(); err != nil {
+		t.Errorf("postgres only, bad mysql list: %v", err)
+	}
+}
+
 func TestParseRates(t *testing.T) {
 	got, err := ParseRates("500, x0.9,auto")
 	if err != nil {

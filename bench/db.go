@@ -28,12 +28,24 @@ type dbEnv interface {
 	syncs(ctx context.Context) (n int64, ok bool)
 	// rows reads table back for the correctness check.
 	rows(ctx context.Context, table string) (map[int64]rowState, error)
+	// nodeStats reads the conflict and commit counters of each node of a
+	// Galera cluster; ok false on any other server.
+	nodeStats(ctx context.Context) (nodes []nodeCounters, ok bool)
 	close()
+}
+
+// nodeCounters are one Galera node's server-wide counters (-1: the node
+// did not answer).
+type nodeCounters struct {
+	certFailures, bfAborts, commits int64
 }
 
 // cellDB is a cell's connections.
 type cellDB interface {
 	executor(d *strategyDef) (executor, error)
+	// nodeConns returns the connections opened on each node of the DSN
+	// list so far (nil for PostgreSQL).
+	nodeConns() []int64
 	// close closes the connections and waits until the server has ended
 	// their sessions (so the server's statistics include them).
 	close(ctx context.Context)

@@ -198,6 +198,8 @@ func setCeiling(srv *Server) {
 }
 
 // maxConnections returns the server's max_connections (0 if unknown).
+func (e *pgEnv) nodeStats(context.Context) ([]nodeCounters, bool) { return nil, false }
+
 func (e *pgEnv) maxConnections(ctx context.Context) int {
 	var v int
 	_ = e.admin.QueryRow(ctx, "SELECT current_setting('max_connections')::int").Scan(&v)
@@ -240,6 +242,8 @@ type pgCell struct {
 	env *pgEnv
 	t   *pgTarget
 }
+
+func (c *pgCell) nodeConns() []int64 { return nil }
 
 func (c *pgCell) executor(d *strategyDef) (executor, error) {
 	if d.pg == nil {

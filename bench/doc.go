@@ -131,6 +131,43 @@
 // prepare round trip, which concurkit recommends avoiding in production
 // and which on a durable hot row made CAS 0.68× FOR UPDATE instead of ≥1×.
 //
+// # Galera: one DSN per node
+//
+// Config.MySQLDSN (`--mysql-dsn`) may list the nodes of a MariaDB Galera
+// cluster, one DSN each, separated by commas. Each cell's pool opens its
+// connections on the nodes in turn, as a round-robin proxy would (a node
+// that refuses a connection is skipped; without a timeout= parameter a
+// node's dial gives up after 5 s): the strategies share one *sql.DB per
+// cell, as an application does, and each worker's operations run on the
+// connections it takes from it. Setup, the table resets and the check's
+// reads run on the first node that answers; after a reset every node
+// reads the table causally (wsrep_sync_wait=1) before the workers start,
+// and the check reads causally, so it sees every acknowledged commit of
+// every node. A server with wsrep_on=ON is recorded as such
+// (Server.Label "MariaDB Galera (3 nodes)", Server.Nodes redacted), and
+// each cell reports CellResult.Galera: the growth of
+// wsrep_local_cert_failures and wsrep_local_bf_aborts summed over the
+// nodes (the "cert fail" column, beside the retries), the connections and
+// the local commits of each node. The counters are server-wide: other
+// clients of the cluster count too. Syncs and the sync probes are the
+// first answering node's.
+//
+// A row lock holds only on its own node: two nodes' transactions that lock
+// the same row FOR UPDATE both run, and the later to commit fails
+// certification (or is aborted by the replicated write) with error 1213,
+// which the transaction helpers map to pessimistic.ErrDeadlock and retry —
+// COMMIT's included. The verdict then says, with the run's numbers, that
+// FOR UPDATE behaved like optimistic concurrency across nodes. An
+// autocommit statement that loses certification more often than the
+// server retries it (wsrep_retry_autocommit) returns 1213, which a
+// single-statement helper may return in the driver's form: the
+// benchmark's retry policy (the library default otherwise) retries that
+// too, and counts it as a deadlock abort that wrote nothing. redis-fenced
+// is skipped on Galera: it takes its tokens from a MariaDB SEQUENCE, and
+// each node draws from its own copy.
+// Compare a Galera run with a single server's through --baseline (cells
+// match by ID); `make bench-galera` runs both.
+//
 // # Reading the results
 //
 // Compare strategies within one run, never absolute numbers across

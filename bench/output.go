@@ -109,6 +109,7 @@ var csvHeader = []string{
 	"total_committed", "syncs", "syncs_per_commit", "ceiling", "ceiling_fraction",
 	"check", "check_detail", "hlog", "error_sample",
 	"attempts_p99", "attempts_max", "slo_latency_ms", "above_slo",
+	"galera_conflicts", "galera_cert_failures", "galera_bf_aborts", "galera_node_conns", "galera_node_commits",
 }
 
 func f64(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
@@ -149,6 +150,11 @@ func (s *Summary) WriteCSV(w io.Writer) error {
 			c.Check.Status, c.Check.Detail, c.Hlog, c.ErrorSample,
 			itoa(c.AttemptsP99), itoa(c.AttemptsMax), optF(c.SLOLatency), optF(c.AboveSLO),
 		)
+		if g := c.Galera; g != nil {
+			row = append(row, itoa(g.Conflicts), itoa(g.CertFailures), itoa(g.BFAborts), joinInts(g.NodeConns, ";"), joinInts(g.NodeCommits, ";"))
+		} else {
+			row = append(row, "", "", "", "", "")
+		}
 		if err := cw.Write(row); err != nil {
 			return err
 		}
@@ -161,7 +167,13 @@ func (s *Summary) WriteCSV(w io.Writer) error {
 // prints on stdout), then the verdicts.
 func (s *Summary) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "db\tworkload\tstrategy\tkeys\tw\tload\tops/s\tretry/op\tgave up\tp50 ms\tp99 ms\tp99.9 ms\tsyncs/op\tceil%\tcheck\t")
+	// On Galera, a column beside the retries: the cell's certification
+	// conflicts (see GaleraCell).
+	certHead, certEmpty := "", ""
+	if s.galera() {
+		certHead, certEmpty = "cert fail\t", "\t"
+	}
+	fmt.Fprintln(tw, "db\tworkload\tstrategy\tkeys\tw\tload\tops/s\tretry/op\t"+certHead+"gave up\tp50 ms\tp99 ms\tp99.9 ms\tsyncs/op\tceil%\tcheck\t")
 	for _, c := range s.Cells {
 		load := "closed"
 		if c.Mode == ModeOpen {
@@ -175,7 +187,7 @@ func (s *Summary) WriteTable(w io.Writer) error {
 			if len(reason) > 60 {
 				reason = reason[:57] + "..."
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t\t\t\t\t\t\t\t%s\t\n", c.DB, workloadLabel(c.Cell), c.Strategy, c.Contention(), c.Workers, load, c.Status, reason)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t\t\t\t\t\t\t%s\t\n", c.DB, workloadLabel(c.Cell), c.Strategy, c.Contention(), c.Workers, load, c.Status, certEmpty, reason)
 			continue
 		}
 		ceil := ""
@@ -186,12 +198,21 @@ func (s *Summary) WriteTable(w io.Writer) error {
 		if c.SyncsPerCommit != nil {
 			spc = fmt.Sprintf("%.2f", *c.SyncsPerCommit)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%.0f\t%.2f\t%d\t%.2f\t%.2f\t%.2f\t%s\t%s\t%s\t\n",
+		cert := certEmpty
+		if certHead != "" && c.Galera != nil {
+			cert = itoa(c.Galera.Conflicts) + "\t"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%.0f\t%.2f\t%s%d\t%.2f\t%.2f\t%.2f\t%s\t%s\t%s\t\n",
 			c.DB, workloadLabel(c.Cell), c.Strategy, c.Contention(), c.Workers, load, c.Throughput, c.RetriesPerOp,
-			c.GaveUp, c.Latency.P50, c.Latency.P99, c.Latency.P999, spc, ceil, c.Check.Status)
+			cert, c.GaveUp, c.Latency.P50, c.Latency.P99, c.Latency.P999, spc, ceil, c.Check.Status)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	for _, srv := range s.Servers {
+		if srv.Label != "" || len(srv.Nodes) > 0 {
+			fmt.Fprintf(w, "\n%s: %s\n", srv.DB, serverLabel(srv))
+		}
 	}
 	for _, v := range s.Verdicts {
 		fmt.Fprintf(w, "\nVerdict %s / %s:\n", v.DB, v.Workload)
@@ -217,7 +238,11 @@ func (s *Summary) writeMarkdown(w io.Writer, plots []string) {
 	fmt.Fprintln(w, "## Servers")
 	fmt.Fprintln(w)
 	for _, srv := range s.Servers {
-		fmt.Fprintf(w, "- **%s** `%s` — %s\n", srv.DB, srv.Endpoint, srv.Version)
+		if srv.Label != "" || len(srv.Nodes) > 0 {
+			fmt.Fprintf(w, "- **%s** %s — %s\n", srv.DB, serverLabel(srv), srv.Version)
+		} else {
+			fmt.Fprintf(w, "- **%s** `%s` — %s\n", srv.DB, srv.Endpoint, srv.Version)
+		}
 		keys := make([]string, 0, len(srv.Settings))
 		for k := range srv.Settings {
 			keys = append(keys, k)
@@ -264,16 +289,22 @@ func (s *Summary) writeMarkdown(w io.Writer, plots []string) {
 		sloHead = fmt.Sprintf(" SLO p%s ms | > %s |", strconv.FormatFloat(o.Percentile, 'g', -1, 64), o.Latency)
 		sloRule, sloEmpty = "--:|--:|", " | |"
 	}
-	fmt.Fprintln(w, "| db | workload | strategy | keys | workers | load | ops/s | retries/op | aborts/op | attempts p99/max | gave up | p50 ms | p95 ms | p99 ms | p99.9 ms | max ms |"+sloHead+" syncs/op | ceiling | check |")
-	fmt.Fprintln(w, "|---|---|---|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"+sloRule+"--:|--:|---|")
+	// On Galera, two columns beside the retries: the cell's certification
+	// conflicts and its commits on each node.
+	certHead, certRule, certEmpty := "", "", ""
+	if s.galera() {
+		certHead, certRule, certEmpty = " cert fail | commits by node |", "--:|--:|", " | |"
+	}
+	fmt.Fprintln(w, "| db | workload | strategy | keys | workers | load | ops/s | retries/op |"+certHead+" aborts/op | attempts p99/max | gave up | p50 ms | p95 ms | p99 ms | p99.9 ms | max ms |"+sloHead+" syncs/op | ceiling | check |")
+	fmt.Fprintln(w, "|---|---|---|---|--:|---|--:|--:|"+certRule+"--:|--:|--:|--:|--:|--:|--:|--:|"+sloRule+"--:|--:|---|")
 	for _, c := range s.Cells {
 		load := "closed"
 		if c.Mode == ModeOpen {
 			load = fmt.Sprintf("open %s (%.0f/s)", c.RateSpec, c.Rate)
 		}
 		if c.Status != StatusOK {
-			fmt.Fprintf(w, "| %s | %s | %s | %s | %d | %s | %s: %s | | | | | | | | | |%s | | |\n",
-				c.DB, workloadLabel(c.Cell), c.Strategy, c.Contention(), c.Workers, load, c.Status, mdEscape(c.Reason), sloEmpty)
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %d | %s | %s: %s |%s | | | | | | | | |%s | | |\n",
+				c.DB, workloadLabel(c.Cell), c.Strategy, c.Contention(), c.Workers, load, c.Status, mdEscape(c.Reason), certEmpty, sloEmpty)
 			continue
 		}
 		ceil, spc := "", ""
@@ -294,8 +325,15 @@ func (s *Summary) writeMarkdown(w io.Writer, plots []string) {
 				slo = fmt.Sprintf(" %.2f | %.1f%% |", *c.SLOLatency, 100**c.AboveSLO)
 			}
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %d | %s | %.0f | %.2f | %.2f | %d/%d | %d | %.2f | %.2f | %.2f | %.2f | %.2f |%s %s | %s | %s |\n",
-			c.DB, workloadLabel(c.Cell), c.Strategy, c.Contention(), c.Workers, load, c.Throughput, c.RetriesPerOp, c.AbortsPerOp,
+		cert := ""
+		if certHead != "" {
+			cert = certEmpty
+			if g := c.Galera; g != nil {
+				cert = fmt.Sprintf(" %d | %s |", g.Conflicts, joinInts(g.NodeCommits, "/"))
+			}
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %d | %s | %.0f | %.2f |%s %.2f | %d/%d | %d | %.2f | %.2f | %.2f | %.2f | %.2f |%s %s | %s | %s |\n",
+			c.DB, workloadLabel(c.Cell), c.Strategy, c.Contention(), c.Workers, load, c.Throughput, c.RetriesPerOp, cert, c.AbortsPerOp,
 			c.AttemptsP99, c.AttemptsMax, c.GaveUp, c.Latency.P50, c.Latency.P95, c.Latency.P99, c.Latency.P999, c.Latency.Max, slo, spc, ceil, check)
 	}
 	fmt.Fprintln(w)
@@ -337,6 +375,39 @@ func (s *Summary) writeMarkdown(w io.Writer, plots []string) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Latency is measured from the intended start (open loop: the scheduled arrival, so queueing counts — no coordinated omission) to the end; service time from the actual start. Per-op ratios divide by the successful operations started in the window. Syncs per op divide the server-wide sync counter's increase by the cell's successful operations. HdrHistogram interval logs (values in ns) are under hlog/.")
+}
+
+// galera reports whether a cell of the run has Galera counters.
+func (s *Summary) galera() bool {
+	return slices.ContainsFunc(s.Cells, func(c CellResult) bool { return c.Galera != nil })
+}
+
+// serverLabel names a cluster and its nodes: "MariaDB Galera (3 nodes),
+// clients spread over `a`, `b`, `c` (setup on node 1)".
+func serverLabel(srv Server) string {
+	var parts []string
+	if srv.Label != "" {
+		parts = append(parts, srv.Label)
+	}
+	if len(srv.Nodes) > 0 {
+		quoted := make([]string, len(srv.Nodes))
+		for i, n := range srv.Nodes {
+			quoted[i] = "`" + n + "`"
+		}
+		parts = append(parts, fmt.Sprintf("clients spread over %s (setup and check on node %d)", strings.Join(quoted, ", "), srv.AdminNode))
+	} else {
+		parts = append(parts, "`"+srv.Endpoint+"`")
+	}
+	return strings.Join(parts, ", ")
+}
+
+// joinInts joins vs with sep ("3;3;2").
+func joinInts(vs []int64, sep string) string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = itoa(v)
+	}
+	return strings.Join(out, sep)
 }
 
 func orNone(s string) string {

@@ -168,12 +168,35 @@ type CellResult struct {
 	// durable server.
 	CeilingFraction *float64 `json:"ceiling_fraction,omitempty"`
 
+	// Galera counts the cell's replication conflicts and commits on each
+	// node when the database is a MariaDB Galera cluster; nil otherwise.
+	Galera *GaleraCell `json:"galera,omitempty"`
+
 	Check Check `json:"check"`
 	// Hlog is the cell's HdrHistogram interval log, relative to the output
 	// directory.
 	Hlog string `json:"hlog,omitempty"`
 
 	hlog []byte
+}
+
+// GaleraCell is what a cell did on a Galera cluster: the growth of each
+// node's counters over the cell, summed over the nodes of the DSN list.
+// The counters are server-wide: other clients of the cluster count too.
+type GaleraCell struct {
+	// CertFailures (wsrep_local_cert_failures) are local transactions
+	// that failed certification at COMMIT — another node committed a
+	// conflicting write first — and BFAborts (wsrep_local_bf_aborts)
+	// local transactions rolled back mid-flight by such a replicated
+	// write; either client got error 1213. Conflicts is their sum.
+	CertFailures int64 `json:"cert_failures"`
+	BFAborts     int64 `json:"bf_aborts"`
+	Conflicts    int64 `json:"conflicts"`
+	// NodeConns are the connections the cell opened on each node (in the
+	// order of the list); NodeCommits each node's local commits
+	// (wsrep_local_commits), -1 where a node did not answer.
+	NodeConns   []int64 `json:"node_conns"`
+	NodeCommits []int64 `json:"node_commits"`
 }
 
 // SyncRate is a measured rate of durable writes.
@@ -212,6 +235,16 @@ type Server struct {
 	// SyncCounter names the counter behind CellResult.Syncs.
 	SyncCounter string `json:"sync_counter,omitempty"`
 	Error       string `json:"error,omitempty"`
+	// Label names a cluster, "MariaDB Galera (3 nodes)" (its
+	// wsrep_cluster_size); empty for a single server.
+	Label string `json:"label,omitempty"`
+	// ClusterSize is a Galera cluster's wsrep_cluster_size at the start.
+	ClusterSize int `json:"cluster_size,omitempty"`
+	// Nodes are the DSNs of a list, one per node (passwords redacted),
+	// over which each cell's connections were spread; AdminNode (from 1)
+	// is the one that ran the setup, the resets and the check's reads.
+	Nodes     []string `json:"nodes,omitempty"`
+	AdminNode int      `json:"admin_node,omitempty"`
 }
 
 // Host describes the machine that ran the clients.

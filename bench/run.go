@@ -274,10 +274,16 @@ func (r *runner) cell(ctx context.Context, env dbEnv, srv *Server, c Cell) CellR
 		return res(StatusError, err)
 	}
 	before, okBefore := env.syncs(ctx)
+	nodesBefore, galera := env.nodeStats(ctx)
 	out, t := (&cellRun{s: r.s, cell: c, wl: wl, ch: ch, exec: exec, seed: r.s.Seed, index: r.index}).run(ctx)
 	closeExecutor(ctx, exec)
+	conns := cdb.nodeConns()
 	cdb.close(ctx)
 	after, okAfter := env.syncs(ctx)
+	if galera {
+		nodesAfter, _ := env.nodeStats(ctx)
+		out.Galera = galeraCell(nodesBefore, nodesAfter, conns)
+	}
 	out.Syncs = -1
 	if okBefore && okAfter {
 		out.Syncs = after - before
@@ -301,6 +307,27 @@ func (r *runner) cell(ctx context.Context, env dbEnv, srv *Server, c Cell) CellR
 		r.closed[openKey(c)] = out.Throughput
 	}
 	return *out
+}
+
+// galeraCell is a cell's growth of the Galera counters, summed over the
+// nodes that answered both before and after.
+func galeraCell(before, after []nodeCounters, conns []int64) *GaleraCell {
+	g := &GaleraCell{NodeConns: conns, NodeCommits: make([]int64, len(before))}
+	for i := range before {
+		b, a := before[i], after[i]
+		g.NodeCommits[i] = -1
+		if b.commits >= 0 && a.commits >= 0 {
+			g.NodeCommits[i] = a.commits - b.commits
+		}
+		if b.certFailures >= 0 && a.certFailures >= 0 {
+			g.CertFailures += a.certFailures - b.certFailures
+		}
+		if b.bfAborts >= 0 && a.bfAborts >= 0 {
+			g.BFAborts += a.bfAborts - b.bfAborts
+		}
+	}
+	g.Conflicts = g.CertFailures + g.BFAborts
+	return g
 }
 
 // plan expands the settings into the cells of each database, closed-loop

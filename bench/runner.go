@@ -395,7 +395,7 @@ loop:
 		all.merge(wt.tallies)
 	}
 	if sample != nil {
-		res.ErrorSample = redact.Error(sample, s.postgresURL, s.mysqlDSN).Error()
+		res.ErrorSample = redact.Error(sample, append([]string{s.postgresURL, s.mysqlDSN}, s.mysqlDSNs...)...).Error()
 	}
 	if res.Seconds > 0 {
 		res.Throughput = float64(res.Ops) / res.Seconds

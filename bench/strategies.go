@@ -16,6 +16,8 @@ import (
 	"github.com/concurkit/concurkit"
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/fenced"
+	"github.com/concurkit/concurkit/internal/mysqlerr"
+	"github.com/concurkit/concurkit/internal/sqlerr"
 	"github.com/concurkit/concurkit/observe"
 	"github.com/concurkit/concurkit/optimistic"
 	"github.com/concurkit/concurkit/pessimistic"
@@ -241,6 +243,13 @@ func classify(err error) int {
 	case errors.Is(err, distlock.ErrLeaseLost):
 		return classLeaseLost
 	}
+	// A driver error no helper mapped (see retryable).
+	switch mysqlerr.Classify(err) {
+	case sqlerr.Deadlock:
+		return classDeadlock
+	case sqlerr.Serialization:
+		return classSerialization
+	}
 	return classOther
 }
 
@@ -292,11 +301,23 @@ func (r *recorder) gaveUp(err error) {
 	}
 }
 
-// observedPolicy is the library's default retry policy (what users get).
-// Its retries are counted through the observe.Hooks installed on every
-// operation's context (see retryHooks); rec is kept in the signature so a
-// strategy names the recorder its retries go to.
-func observedPolicy(_ *recorder) retry.Policy { return retry.Policy{} }
+// observedPolicy is the library's default retry policy (what users get),
+// with retryable as its classifier. Its retries are counted through the
+// observe.Hooks installed on every operation's context (see retryHooks);
+// rec is kept in the signature so a strategy names the recorder its
+// retries go to.
+func observedPolicy(_ *recorder) retry.Policy { return retry.Policy{Retryable: retryable} }
+
+// retryable is retry.IsRetryable, and also true for a MySQL/MariaDB
+// deadlock (1213) or record-changed (1020) error still in the driver's
+// form, which IsRetryable does not recognise. On Galera an autocommit
+// statement that another node's write beat at certification fails with
+// 1213 once the server's own retries (wsrep_retry_autocommit) are spent,
+// and a single-statement helper that does not map driver errors (such as
+// hotrowmysql.Add) returns it as is; the transaction helpers
+// (pessimisticmysql.InTx) map it, a COMMIT's 1213 included. Either way the
+// server rolled the statement or transaction back: nothing was written.
+func retryable(err error) bool { return retry.IsRetryable(err) || mysqlerr.Retryable(err) }
 
 // retryHooks count the retries reported through observe (see
 // observedPolicy); the give-up event is counted from the operation's
@@ -315,7 +336,7 @@ func retryHooks(rec *recorder) *observe.Hooks {
 func lockPolicy(rec *recorder) retry.Policy {
 	p := observedPolicy(rec)
 	p.Retryable = func(err error) bool {
-		return errors.Is(err, fenced.ErrStaleToken) || errors.Is(err, distlock.ErrLeaseLost) || retry.IsRetryable(err)
+		return errors.Is(err, fenced.ErrStaleToken) || errors.Is(err, distlock.ErrLeaseLost) || retryable(err)
 	}
 	return p
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/go-sql-driver/mysql"
+
 	"github.com/concurkit/concurkit/observe"
 	"github.com/concurkit/concurkit/optimistic"
 	"github.com/concurkit/concurkit/pessimistic"
@@ -46,10 +48,59 @@ func TestFinalOutcomes(t *testing.T) {
 		{fmt.Errorf("x: %w", pessimistic.ErrLockNotAvailable), finalFailed},
 		{errors.New("connection reset"), finalUnknown},
 		{errors.Join(pessimistic.ErrLockTimeout, context.DeadlineExceeded), finalUnknown},
+		// Galera: an autocommit statement that failed certification; the
+		// server rolled it back.
+		{fmt.Errorf("optimistic: update: %w", &mysql.MySQLError{Number: 1213}), finalFailed},
+		{&mysql.MySQLError{Number: 1020}, finalFailed},
 	} {
 		if got := final(c.err); got != c.want {
 			t.Errorf("final(%v) = %d, want %d", c.err, got, c.want)
 		}
+	}
+}
+
+// TestRawMySQLConflictsAreRetried: the strategies' policy retries a
+// MySQL/MariaDB 1213 or 1020 a helper returned in the driver's form (a
+// Galera certification failure of an autocommit statement) as it does the
+// mapped sentinels, and counts it as a deadlock or serialization abort;
+// a lock wait timeout stays final.
+func TestRawMySQLConflictsAreRetried(t *testing.T) {
+	for _, c := range []struct {
+		err       error
+		retryable bool
+		class     int
+	}{
+		{&mysql.MySQLError{Number: 1213}, true, classDeadlock},
+		{fmt.Errorf("hotrow: add: %w", &mysql.MySQLError{Number: 1213}), true, classDeadlock},
+		{&mysql.MySQLError{Number: 1020}, true, classSerialization},
+		{pessimistic.ErrDeadlock, true, classDeadlock},
+		{&mysql.MySQLError{Number: 1205}, false, classOther},
+		{errors.New("boom"), false, classOther},
+	} {
+		if got := observedPolicy(nil).Retryable(c.err); got != c.retryable {
+			t.Errorf("Retryable(%v) = %v, want %v", c.err, got, c.retryable)
+		}
+		if got := lockPolicy(nil).Retryable(c.err); got != c.retryable {
+			t.Errorf("lockPolicy Retryable(%v) = %v, want %v", c.err, got, c.retryable)
+		}
+		if got := classify(c.err); got != c.class {
+			t.Errorf("classify(%v) = %s, want %s", c.err, classNames[got], classNames[c.class])
+		}
+	}
+	// Retried through retry.Do and counted by the hooks.
+	rec := &recorder{}
+	pol := observedPolicy(rec)
+	pol.BaseDelay = 1
+	ctx := observe.WithHooks(t.Context(), retryHooks(rec))
+	n := 0
+	err := retry.Do(ctx, pol, func(context.Context) error {
+		if n++; n < 3 {
+			return &mysql.MySQLError{Number: 1213}
+		}
+		return nil
+	})
+	if err != nil || rec.retries != 2 || rec.aborts[classDeadlock] != 2 {
+		t.Errorf("retry.Do = %v after %d retries, %d deadlock aborts; want nil, 2, 2", err, rec.retries, rec.aborts[classDeadlock])
 	}
 }
 

@@ -106,10 +106,13 @@ func myEscrow(t *myTarget) (executor, error) {
 		return err
 	}
 	return myStrategy(t, func(rec *recorder) opFunc {
-		opts := &pessimistic.Options{Retry: observedPolicy(rec)}
+		pol := observedPolicy(rec)
+		opts := &pessimistic.Options{Retry: pol}
 		return func(ctx context.Context, o *op) (result, error) {
 			if len(o.changes) == 1 {
-				return hotrowResult(add(ctx, t.db, o.changes[0]))
+				// Retried only where the statement can fail as a whole:
+				// a Galera certification failure (see retryable).
+				return hotrowResult(retry.Do(ctx, pol, func(ctx context.Context) error { return add(ctx, t.db, o.changes[0]) }))
 			}
 			return hotrowResult(pessimisticmysql.InTx(ctx, t.db, opts, func(ctx context.Context, tx *sql.Tx) error {
 				for _, c := range o.changes {

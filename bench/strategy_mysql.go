@@ -39,6 +39,7 @@ type myTarget struct {
 	readMode   string
 	locks      *lockClients
 	lockPrefix string
+	galera     bool // the server is a Galera node: no token sequence
 }
 
 type myQueries struct{ readRow, readValue, writeRow, writeVersioned, addRow string }
@@ -202,10 +203,13 @@ func mySingle(t *myTarget) (executor, error) {
 		return nil
 	}
 	return myStrategy(t, func(rec *recorder) opFunc {
-		opts := &pessimistic.Options{Retry: observedPolicy(rec)}
+		pol := observedPolicy(rec)
+		opts := &pessimistic.Options{Retry: pol}
 		return func(ctx context.Context, o *op) (result, error) {
 			if len(o.changes) == 1 {
-				return rejected(add(ctx, t.db, o.changes[0]))
+				// Retried only where the statement can fail as a whole:
+				// a Galera certification failure (see retryable).
+				return rejected(retry.Do(ctx, pol, func(ctx context.Context) error { return add(ctx, t.db, o.changes[0]) }))
 			}
 			return rejected(pessimisticmysql.InTx(ctx, t.db, opts, func(ctx context.Context, tx *sql.Tx) error {
 				for _, c := range o.changes {
@@ -240,6 +244,9 @@ func myLossy(t *myTarget) (executor, error) {
 func myFencedLock(backend string) func(t *myTarget) (executor, error) {
 	return func(t *myTarget) (executor, error) {
 		var src fenced.Source
+		if backend == "redis" && t.galera {
+			return nil, fmt.Errorf("%w: redis-fenced takes its tokens from a MariaDB SEQUENCE, and on Galera each node draws from its own copy: its values are not increasing tokens", errSkip)
+		}
 		if backend == "redis" {
 			s, err := fencedmysql.NewSequence(t.db, tokenSequence)
 			if err != nil {
