@@ -6,6 +6,9 @@
 #   make bench      servers with durable settings, then the contention benchmark
 #                   (default grid, ~4 min; results in bench-results/<timestamp>/)
 #   make bench-full the full grid (about an hour; what bench/results/ holds)
+#   make bench-galera the full grid on MariaDB only: the single server durable, then the
+#                   3-node Galera cluster against it (--baseline); ~1.5 h; results in
+#                   bench/results/galera/ and bench/results/galera/single/
 #   make bench-peers concurkit's locks and helpers vs the libraries people use
 #                   (interleaved, benchstat confidence intervals; ~4 min)
 #   make chaos      the long fault-injection runs (every workload and backend, safe
@@ -52,7 +55,7 @@ FUZZ         ?= internal/ident:FuzzPostgres internal/ident:FuzzMySQL \
 # Load the servers' endpoints (CONCURKIT_*) into the recipe's shell.
 WITH_ENV := eval "$$($(SERVICES) env)";
 
-.PHONY: services status test vet fmt-check unit fuzz bench bench-full bench-peers chaos down
+.PHONY: services status test vet fmt-check unit fuzz bench bench-full bench-galera bench-peers chaos down
 
 services:
 	@$(TIMED) "services up" $(SERVICES) up --profile fast
@@ -103,6 +106,16 @@ bench-peers:
 bench-full:
 	@$(TIMED) "services up (durable)" $(SERVICES) up --profile durable
 	@$(WITH_ENV) $(TIMED) "concurkit bench --grid full" $(GO) run ./cmd/concurkit bench --grid full --out bench/results $(BENCHFLAGS)
+
+# The same grid twice, MariaDB only: the single server first, then the Galera cluster's
+# three nodes (one DSN each, clients spread over them) compared with it cell by cell.
+bench-galera:
+	@$(TIMED) "services up (durable)" $(SERVICES) up --profile durable mariadb redis etcd
+	@$(TIMED) "replicated up" $(SERVICES) up --profile replicated galera1 galera2 galera3
+	@$(WITH_ENV) $(TIMED) "concurkit bench --grid full (single MariaDB)" $(GO) run ./cmd/concurkit bench --db mariadb --grid full \
+		--out bench/results/galera/single $(BENCHFLAGS)
+	@$(WITH_ENV) $(TIMED) "concurkit bench --grid full (Galera)" $(GO) run ./cmd/concurkit bench --db mariadb --grid full \
+		--mysql-dsn "$${CONCURKIT_GALERA_DSNS:?no Galera cluster}" --baseline bench/results/galera/single/summary.json --out bench/results/galera $(BENCHFLAGS)
 
 chaos: services
 	@$(WITH_ENV) $(TIMED) "chaos" scripts/chaos.sh
