@@ -40,7 +40,7 @@ var stdlibOnly = []string{
 	"ratelimit", "ratelimit/internal/spec",
 	"idempotency", "idempotency/internal/wire",
 	"inbox", "inbox/internal/spec", "outbox", "outbox/internal/spec",
-	"saga", "hotrow", "durability", "durability/internal/rules",
+	"saga", "hotrow", "durability", "durability/internal/rules", "internal/roundrobin",
 }
 
 // allowedDrivers says which third-party families an adapter may compile,

@@ -13,12 +13,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/concurkit/concurkit/internal/redact"
+	"github.com/concurkit/concurkit/internal/roundrobin"
 )
 
 // MariaDB statements of the benchmark's own housekeeping.
@@ -204,12 +204,12 @@ func (e *myEnv) close() {
 
 // dbFor returns a pool whose default database is the benchmark's: on the
 // admin node, or, when spread, over every node of the list in turn.
-func (e *myEnv) dbFor(conns int, spread bool) (*sql.DB, *roundRobin, error) {
+func (e *myEnv) dbFor(conns int, spread bool) (*sql.DB, *roundrobin.Connector, error) {
 	nodes := e.nodes
 	if !spread {
 		nodes = e.nodes[e.adminNode : e.adminNode+1]
 	}
-	rr := &roundRobin{conns: make([]atomic.Int64, len(nodes))}
+	var connectors []driver.Connector
 	for _, cfg := range nodes {
 		cfg = cfg.Clone()
 		cfg.DBName = e.s.Schema
@@ -217,58 +217,13 @@ func (e *myEnv) dbFor(conns int, spread bool) (*sql.DB, *roundRobin, error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		rr.nodes = append(rr.nodes, connector)
+		connectors = append(connectors, connector)
 	}
+	rr := roundrobin.New(connectors...)
 	db := sql.OpenDB(rr)
 	db.SetMaxOpenConns(conns)
 	db.SetMaxIdleConns(conns)
 	return db, rr, nil
-}
-
-// roundRobin is a driver.Connector over the nodes of a DSN list, as a
-// round-robin proxy in front of a multi-primary cluster: each new
-// connection goes to the next node, and a node that refuses it is skipped
-// for the one after. The benchmark spreads connections, not workers: its
-// strategies share one *sql.DB per cell (as an application does), and
-// each cell opens one connection per worker before its clock starts, so
-// the workers' operations run on every node in proportion to its
-// connections. conns counts the connections opened on each node.
-type roundRobin struct {
-	nodes []driver.Connector
-	next  atomic.Uint64
-	conns []atomic.Int64
-}
-
-var _ driver.Connector = (*roundRobin)(nil)
-
-func (r *roundRobin) Connect(ctx context.Context) (driver.Conn, error) {
-	n := uint64(len(r.nodes))
-	start := r.next.Add(1) - 1
-	var errs []error
-	for i := range n {
-		k := (start + i) % n
-		c, err := r.nodes[k].Connect(ctx)
-		if err == nil {
-			r.conns[k].Add(1)
-			return c, nil
-		}
-		errs = append(errs, err)
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	return nil, errors.Join(errs...)
-}
-
-func (r *roundRobin) Driver() driver.Driver { return r.nodes[0].Driver() }
-
-// opened returns the connections opened on each node so far.
-func (r *roundRobin) opened() []int64 {
-	out := make([]int64, len(r.conns))
-	for i := range r.conns {
-		out[i] = r.conns[i].Load()
-	}
-	return out
 }
 
 func (e *myEnv) claim(ctx context.Context) error {
@@ -526,10 +481,10 @@ func (e *myEnv) open(ctx context.Context, workers int, table, readMode string) (
 
 type myCell struct {
 	t  *myTarget
-	rr *roundRobin
+	rr *roundrobin.Connector
 }
 
-func (c *myCell) nodeConns() []int64 { return c.rr.opened() }
+func (c *myCell) nodeConns() []int64 { return c.rr.Opened() }
 
 func (c *myCell) executor(d *strategyDef) (executor, error) {
 	if d.my == nil {

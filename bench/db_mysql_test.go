@@ -57,7 +57,7 @@ func TestDSNListSkipsDeadNode(t *testing.T) {
 		}
 		defer c.Close()
 	}
-	if got := rr.opened(); !slices.Equal(got, []int64{0, 4}) {
+	if got := rr.Opened(); !slices.Equal(got, []int64{0, 4}) {
 		t.Errorf("connections by node %v, want [0 4]", got)
 	}
 	if d := time.Since(start); d > 10*time.Second {

@@ -1,16 +1,14 @@
 package testkit
 
 import (
-	"context"
 	"database/sql"
 	"database/sql/driver"
-	"errors"
-	"sync/atomic"
 	"testing"
 
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/concurkit/concurkit/internal/redact"
+	"github.com/concurkit/concurkit/internal/roundrobin"
 )
 
 // ReplicatedStartCommand starts the replicated servers, which
@@ -82,6 +80,16 @@ func GaleraDSNs(t testing.TB) []string {
 				}
 			})
 		}
+		if i > 0 {
+			// The CREATE reaches every node a moment later: a causal
+			// read waits until this node has applied it.
+			ctx, cancel := setupContext(t)
+			err := mysqlExec(ctx, cfg.FormatDSN(), "SET SESSION wsrep_sync_wait = 1; SELECT COUNT(*) FROM information_schema.schemata")
+			cancel()
+			if err != nil {
+				t.Fatalf("testenv: galera node %s: %v", redact.DSN(base), redact.Error(err, base))
+			}
+		}
 		cfg.DBName = db
 		cfg.ParseTime = true
 		cfg.MultiStatements = true
@@ -140,7 +148,7 @@ func GaleraFor(t testing.TB, dsns []string) *sql.DB {
 	if len(dsns) == 0 {
 		t.Fatal("testenv: GaleraFor: no DSN")
 	}
-	rr := &roundRobin{}
+	var nodes []driver.Connector
 	for _, dsn := range dsns {
 		cfg, err := mysql.ParseDSN(dsn)
 		if err != nil {
@@ -150,9 +158,9 @@ func GaleraFor(t testing.TB, dsns []string) *sql.DB {
 		if err != nil {
 			t.Fatalf("testenv: galera connector %s: %v", redact.DSN(dsn), redact.Error(err, dsn))
 		}
-		rr.nodes = append(rr.nodes, c)
+		nodes = append(nodes, c)
 	}
-	db := sql.OpenDB(rr)
+	db := sql.OpenDB(roundrobin.New(nodes...))
 	db.SetMaxOpenConns(MySQLMaxOpenConns)
 	db.SetMaxIdleConns(MySQLMaxOpenConns)
 	t.Cleanup(func() { _ = db.Close() })
@@ -163,28 +171,3 @@ func GaleraFor(t testing.TB, dsns []string) *sql.DB {
 	}
 	return db
 }
-
-// roundRobin is a driver.Connector that opens each connection on the next
-// node, trying the others in turn when one cannot be reached.
-type roundRobin struct {
-	nodes []driver.Connector
-	next  atomic.Uint64
-}
-
-func (r *roundRobin) Connect(ctx context.Context) (driver.Conn, error) {
-	start := r.next.Add(1) - 1
-	var errs []error
-	for i := range uint64(len(r.nodes)) {
-		c, err := r.nodes[(start+i)%uint64(len(r.nodes))].Connect(ctx)
-		if err == nil {
-			return c, nil
-		}
-		errs = append(errs, err)
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	return nil, errors.Join(errs...)
-}
-
-func (r *roundRobin) Driver() driver.Driver { return r.nodes[0].Driver() }
