@@ -21,6 +21,21 @@
 // Update returns; where that cannot be confirmed the error is a
 // *concurkit.AmbiguousCommitError.
 //
+// Galera: on a cluster whose nodes all take writes, a CAS of one version on
+// two nodes matches each node's copy; the write set certified second fails
+// (1213). The server runs such an autocommit statement once more on its
+// own (wsrep_retry_autocommit), which then finds the version moved
+// (ErrConflict), or returns the 1213: of the CAS, of the read after a
+// miss, or at a transaction's COMMIT, it is retryable, and optimistic.Do
+// and pessimisticmysql.InTx run the attempt again. A read before the CAS
+// on a node that lags costs a conflict, never an update. Measured on
+// MariaDB 10.11.19 with Galera 4.23: 200 buyers of a stock of 3 spread
+// over three nodes, exact. Several CAS in one transaction from several
+// nodes at once are not safe there: Galera now and then commits one over
+// another's update (see package pessimisticmysql) — two-row CAS transfers
+// between 4 accounts from three nodes lost money in 7 of 10 runs of 360.
+// Write the rows such transactions share through one node.
+//
 // The package imports database/sql, go-sql-driver/mysql and the standard
 // library, nothing of pgx or the AWS SDK.
 package optimisticmysql

@@ -9,6 +9,7 @@ import (
 
 	"github.com/concurkit/concurkit/internal/ident"
 	"github.com/concurkit/concurkit/internal/mysqlcancel"
+	"github.com/concurkit/concurkit/internal/mysqlerr"
 	"github.com/concurkit/concurkit/internal/sqldb"
 	"github.com/concurkit/concurkit/optimistic"
 	"github.com/concurkit/concurkit/optimistic/internal/cas"
@@ -95,7 +96,11 @@ var statements cas.Cache[stmts]
 // concurkit.ErrInvalidArgument (nil db, invalid names, a set assigning the
 // key or version, expectedVersion <= 0) or optimistic.ErrVersionOverflow
 // (expectedVersion math.MaxInt64); *concurkit.AmbiguousCommitError; or the
-// driver's error wrapped as "optimisticmysql: update <table>: …".
+// driver's error wrapped as "optimisticmysql: update <table>: …". A
+// deadlock (1213; on Galera also a certification failure or a brute-force
+// abort) or MariaDB's 1020, of the CAS or of the read after a miss, was
+// rolled back and is retryable (retry.IsRetryable): optimistic.Do and
+// pessimisticmysql.InTx run the attempt again.
 func Update(ctx context.Context, db DBTX, t optimistic.Table, key any, expectedVersion int64, set map[string]any) (int64, error) {
 	var buf [8]string
 	t, cols, err := cas.Prepare(pkg, db, "db", t, expectedVersion, set, buf[:0])
@@ -138,7 +143,10 @@ func Update(ctx context.Context, db DBTX, t optimistic.Table, key any, expectedV
 	case errors.Is(err, sql.ErrNoRows):
 		return 0, optimistic.ErrNotFound
 	case err != nil:
-		return 0, cas.DriverError(ctx, pkg, "update "+cas.Name(t)+": read key after a miss", err)
+		// A locking read can be a deadlock victim (on Galera, also of
+		// another node's write): rolled back, nothing written, retryable
+		// like the CAS's own 1213.
+		return 0, cas.DriverError(ctx, pkg, "update "+cas.Name(t)+": read key after a miss", mysqlerr.Mark(err))
 	}
 	return 0, cas.Conflict(ctx, pkg, t)
 }

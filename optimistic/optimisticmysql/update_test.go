@@ -91,3 +91,68 @@ func TestMissInsideRepeatableReadReadsTheNewestRow(t *testing.T) {
 		t.Fatalf("DB: missing key: %v; want ErrNotFound", err)
 	}
 }
+
+// readHook is a transaction whose QueryRowContext — the read that follows
+// a miss — first runs hook.
+type readHook struct {
+	*sql.Tx
+	hook func()
+}
+
+func (r readHook) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	r.hook()
+	return r.Tx.QueryRowContext(ctx, q, args...)
+}
+
+// TestMissReadDeadlockRetryable: the read that follows a miss is a locking
+// read on a *sql.Tx or *sql.Conn, so it can be a deadlock victim (1213) —
+// on Galera also the victim of another node's write (a brute-force abort).
+// The server rolled the transaction (or the autocommit read) back and
+// nothing was written, so the error must be retryable like a 1213 of the
+// CAS itself (retry.IsRetryable: Do and InTx run the attempt again), not a
+// final failure. The deadlock is forced: tx1 (READ COMMITTED, which keeps
+// no lock on the row its CAS missed) holds row 2; between its miss on row
+// 1 and its read, tx2 — heavier, so InnoDB spares it — locks row 1, then
+// waits for row 2 while tx1's read waits for row 1.
+func TestMissReadDeadlockRetryable(t *testing.T) {
+	t.Parallel()
+	db := myDB(t)
+	ctx := t.Context()
+	if _, err := db.ExecContext(ctx, "INSERT INTO counters (id) SELECT seq FROM seq_1_to_20"); err != nil {
+		t.Fatal(err)
+	}
+	tx2, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx2.Rollback()
+	if _, err := tx2.ExecContext(ctx, "UPDATE counters SET value = value + 1 WHERE id >= 3"); err != nil {
+		t.Fatal(err)
+	}
+	tx1, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx1.Rollback()
+	if _, err := tx1.ExecContext(ctx, "UPDATE counters SET value = 1 WHERE id = 2"); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	tx := readHook{tx1, func() {
+		if _, err := tx2.ExecContext(ctx, "UPDATE counters SET value = 1 WHERE id = 1"); err != nil {
+			t.Error(err)
+		}
+		go func() {
+			_, err := tx2.ExecContext(ctx, "UPDATE counters SET value = 1 WHERE id = 2")
+			waited <- err
+		}()
+	}}
+	_, err1 := optimisticmysql.Update(ctx, tx, optimistic.Table{Name: "counters"}, 1, 99, nil)
+	if err2 := <-waited; err2 != nil {
+		t.Fatalf("tx2, the heavier transaction, was chosen: %v (tx1: %v)", err2, err1)
+	}
+	var r interface{ Retryable() bool }
+	if !errors.As(err1, &r) || !r.Retryable() || errors.Is(err1, optimistic.ErrConflict) {
+		t.Fatalf("tx1's Update: %v; want the read's deadlock, retryable", err1)
+	}
+}
