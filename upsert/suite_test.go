@@ -65,6 +65,7 @@ var backends = []backend{
 	{"mariadb", func(t testing.TB) *store { return openMySQL(t, false) }},
 	{"mariadb-clientFoundRows", func(t testing.TB) *store { return openMySQL(t, true) }},
 	{"dynamodb", openDynamoDB},
+	{"galera", openGalera},
 }
 
 // pgPool returns a pool on an isolated schema (testkit: MaxConns 100, room
@@ -127,7 +128,12 @@ func myDB(t testing.TB, foundRows bool) *sql.DB {
 }
 
 func openMySQL(t testing.TB, foundRows bool) *store {
-	pool := myDB(t, foundRows)
+	return mysqlStore(myDB(t, foundRows))
+}
+
+// mysqlStore is the upsertmysql store on pool, whose workers each take a
+// connection of their own.
+func mysqlStore(pool *sql.DB) *store {
 	tb := tbl
 	var mk func(db upsertmysql.DBTX) *store
 	mk = func(db upsertmysql.DBTX) *store {

@@ -87,6 +87,28 @@ func execDB(ctx context.Context, db *sql.DB, budget time.Duration, query string,
 	if err != nil {
 		return nil, err
 	}
+	defer conn.Close()
+	return execOn(ctx, db, conn, budget, query, args)
+}
+
+// ExecOn is Exec with the guarantees of a *sql.DB for a statement run on
+// conn, a connection the caller took from db (db.Conn): the caller's next
+// statement on conn runs on the same session (on a Galera cluster, the
+// same node), so it sees what this one wrote. Deadlocks and MariaDB's
+// 1020 are marked as Exec marks them. After a statement stopped by KILL,
+// conn is spoiled: database/sql closes it when it is given back, and the
+// statements sent on it before that fail.
+func ExecOn(ctx context.Context, db *sql.DB, conn *sql.Conn, query string, args ...any) (sql.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err // nothing sent
+	}
+	res, err := execOn(ctx, db, conn, Budget, query, args)
+	return res, mysqlerr.Mark(err)
+}
+
+// execOn runs the statement on conn, stopping it on the server through
+// db's pool if ctx ends first.
+func execOn(ctx context.Context, db *sql.DB, conn *sql.Conn, budget time.Duration, query string, args []any) (_ sql.Result, err error) {
 	discard := false
 	defer func() {
 		if discard {
@@ -95,7 +117,6 @@ func execDB(ctx context.Context, db *sql.DB, budget time.Duration, query string,
 			// is not worth reasoning about.
 			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
 		}
-		_ = conn.Close()
 	}()
 	id, err := connectionID(ctx, conn)
 	if err != nil {

@@ -140,6 +140,51 @@ func TestCancelStopsQueuedWriteDB(t *testing.T) {
 	}
 }
 
+// TestExecOn: on a connection the caller took from a *sql.DB, the write
+// runs in that session (a temporary table is the session's own), and a
+// cancelled one is killed and never applied, as on the *sql.DB itself; the
+// spoiled connection is closed when given back, and the pool goes on.
+func TestExecOn(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	db := testkit.MySQLFor(t, f.dsn)
+	ctx := t.Context()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "CREATE TEMPORARY TABLE mine (id INT PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ExecOn(ctx, db, conn, "INSERT INTO mine VALUES (?)", 1); err != nil {
+		t.Fatalf("ExecOn ran outside the connection's session: %v", err)
+	}
+	done := make(chan error, 1)
+	qctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		_, err := ExecOn(qctx, db, conn, bump)
+		done <- err
+	}()
+	f.poll(t, "the write to queue behind the lock", waits, func(n int) bool { return n >= 1 })
+	cancel()
+	err = <-done
+	var amb *sqlerr.AmbiguousCommitError
+	if !errors.Is(err, context.Canceled) || errors.As(err, &amb) || mysqlerr.Number(err) != 1317 {
+		t.Fatalf("err = %v; want context.Canceled with the server's 1317, not ambiguous", err)
+	}
+	if v := f.releaseAndRead(t); v != 10 {
+		t.Fatalf("v = %d after the holder committed; want 10 (the cancelled write must not apply)", v)
+	}
+	if _, err := ExecOn(qctx, db, conn, bump); !errors.Is(err, context.Canceled) {
+		t.Fatalf("ended context: %v; want context.Canceled, nothing sent", err)
+	}
+	if _, err := Exec(ctx, db, bump); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestCancelUnconfirmedIsAmbiguous: when the KILL cannot be sent (the
 // pool's only connection runs the write) the outcome is unknown, and said.
 func TestCancelUnconfirmedIsAmbiguous(t *testing.T) {

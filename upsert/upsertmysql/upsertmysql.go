@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/concurkit/concurkit"
 	"github.com/concurkit/concurkit/internal/ident"
 	"github.com/concurkit/concurkit/internal/mysqlcancel"
+	"github.com/concurkit/concurkit/internal/mysqlerr"
 	"github.com/concurkit/concurkit/internal/sqldb"
+	"github.com/concurkit/concurkit/retry"
 	"github.com/concurkit/concurkit/upsert"
 	"github.com/concurkit/concurkit/upsert/internal/spec"
 )
@@ -48,10 +51,20 @@ ON DUPLICATE KEY UPDATE %[5]s%[4]s = IF(LAST_INSERT_ID(-1), %[4]s, %[4]s)`
 	existedMarker = -1
 )
 
-// write runs the INSERT … ON DUPLICATE KEY UPDATE and reports whether it
-// inserted.
-func write(ctx context.Context, db DBTX, q spec.Quoted, s spec.Spec, row map[string]any, update bool) (bool, error) {
-	res, err := mysqlcancel.Exec(ctx, db, writeStatement(q, update), s.Args(row)...)
+// execer runs one write statement of a call: mysqlcancel.Exec on the
+// caller's handle, or ExecOn on the connection a *sql.DB call took.
+type execer func(ctx context.Context, query string, args ...any) (sql.Result, error)
+
+// write runs the INSERT … ON DUPLICATE KEY UPDATE through x and reports
+// whether it inserted. auto says the statement runs alone (autocommit, a
+// call on a *sql.DB): see again.
+func write(ctx context.Context, x execer, auto bool, q spec.Quoted, s spec.Spec, row map[string]any, update bool) (bool, error) {
+	var res sql.Result
+	err := again(ctx, auto, func(ctx context.Context) error {
+		var err error
+		res, err = x(ctx, writeStatement(q, update), s.Args(row)...)
+		return err
+	})
 	if err != nil {
 		return false, spec.DriverError(ctx, pkg, "insert into "+s.Name(), err)
 	}
@@ -62,9 +75,27 @@ func write(ctx context.Context, db DBTX, q spec.Quoted, s spec.Spec, row map[str
 	return id != existedMarker, nil
 }
 
+// again runs fn, a statement that runs alone when auto is set (a call on a
+// *sql.DB, autocommit), and runs it again under retry's default policy
+// while the server answers that it rolled it back: a deadlock victim or,
+// on Galera, a write set of another node certified first (1213), or
+// MariaDB's 1020 — nothing was written. Elsewhere the error is returned as
+// it is, retryable (retry.IsRetryable): in a *sql.Tx the 1213 rolled the
+// caller's transaction back, for the caller's loop (pessimisticmysql.InTx)
+// to run it again, and a *sql.Conn may be inside a transaction too.
+func again(ctx context.Context, auto bool, fn func(ctx context.Context) error) error {
+	err := fn(ctx)
+	if !auto || err == nil || !retry.IsRetryable(err) || errors.Is(err, concurkit.ErrOutcomeUnknown) {
+		return err
+	}
+	return retry.Do(ctx, retry.Policy{}, fn)
+}
+
 // read scans the returning columns of the row with row's key.
-func read(ctx context.Context, db DBTX, q spec.Quoted, s spec.Spec, row map[string]any, dest []any) error {
-	return db.QueryRowContext(ctx, readStatement(q), s.Key(row)).Scan(dest...)
+func read(ctx context.Context, db DBTX, auto bool, q spec.Quoted, s spec.Spec, row map[string]any, dest []any) error {
+	return again(ctx, auto, func(ctx context.Context) error {
+		return mysqlerr.Mark(db.QueryRowContext(ctx, readStatement(q), s.Key(row)).Scan(dest...))
+	})
 }
 
 // Insert inserts row (column name → value; it must contain t.KeyColumn)
@@ -73,6 +104,11 @@ func read(ctx context.Context, db DBTX, q spec.Quoted, s spec.Spec, row map[stri
 // row is left unchanged. The statement sets LAST_INSERT_ID when the row
 // existed, so a later SELECT LAST_INSERT_ID() on this connection returns
 // 2^64-1. Cancellation is as the package documentation says.
+//
+// On a *sql.DB, a statement the server rolled back — a deadlock victim or,
+// on Galera, a certification failure (1213), nothing written — is run
+// again under retry's default policy; on a *sql.Tx or *sql.Conn that error
+// is returned, retryable (retry.IsRetryable), for the caller's loop.
 //
 // Errors: before any I/O, an error matching concurkit.ErrInvalidArgument
 // (nil db, invalid names, no key value); *concurkit.AmbiguousCommitError;
@@ -87,16 +123,25 @@ func Insert(ctx context.Context, db DBTX, t upsert.Table, row map[string]any) (c
 	if err != nil {
 		return false, err
 	}
-	return write(ctx, db, q, s, row, false)
+	_, auto := db.(*sql.DB)
+	return write(ctx, execOn(db), auto, q, s, row, false)
+}
+
+// execOn is mysqlcancel.Exec on db.
+func execOn(db DBTX) execer {
+	return func(ctx context.Context, query string, args ...any) (sql.Result, error) {
+		return mysqlcancel.Exec(ctx, db, query, args...)
+	}
 }
 
 // Upsert inserts row, or, if a row with its key exists, sets that row's
 // other columns to row's values, and reports whether it inserted: one
 // INSERT … ON DUPLICATE KEY UPDATE, then, if returning is not empty, a
-// locking read of those columns into dest (a second round trip; pass a
-// *sql.Tx or *sql.Conn to run both on one connection, or a transaction to
-// make them atomic). A row whose values did not change still reports
-// created == false.
+// locking read of those columns into dest (a second round trip, on the
+// same connection — on a *sql.DB, one connection taken from the pool for
+// both, so the read sees the write even on a Galera node; pass a *sql.Tx
+// to make them atomic). A row whose values did not change still reports
+// created == false. Rolled-back statements are run again as in Insert.
 //
 // Errors: as Insert, plus upsert.ErrContended if the row kept disappearing
 // before it could be read, and scan errors; returning and dest of
@@ -126,12 +171,33 @@ func writeRead(ctx context.Context, db DBTX, t upsert.Table, row map[string]any,
 	if err != nil {
 		return false, err
 	}
+	pool, auto := db.(*sql.DB)
+	if !auto || len(returning) == 0 {
+		return pair(ctx, execOn(db), db, auto, q, s, row, update, returning, dest)
+	}
+	// Both statements on one connection of the pool: the read then sees
+	// the write, also on a Galera cluster, where another connection may
+	// be on a node that has not applied it yet.
+	conn, err := pool.Conn(ctx)
+	if err != nil {
+		return false, spec.DriverError(ctx, pkg, "insert into "+s.Name(), err)
+	}
+	defer conn.Close()
+	x := func(ctx context.Context, query string, args ...any) (sql.Result, error) {
+		return mysqlcancel.ExecOn(ctx, pool, conn, query, args...)
+	}
+	return pair(ctx, x, conn, true, q, s, row, update, returning, dest)
+}
+
+// pair runs the write through x and reads the row back on db, again while
+// the row disappears in between.
+func pair(ctx context.Context, x execer, db DBTX, auto bool, q spec.Quoted, s spec.Spec, row map[string]any, update bool, returning []string, dest []any) (bool, error) {
 	for range upsert.MaxReadAttempts {
-		created, err := write(ctx, db, q, s, row, update)
+		created, err := write(ctx, x, auto, q, s, row, update)
 		if err != nil || len(returning) == 0 {
 			return created, err
 		}
-		err = read(ctx, db, q, s, row, dest)
+		err = read(ctx, db, auto, q, s, row, dest)
 		if errors.Is(err, sql.ErrNoRows) {
 			continue // deleted between the two statements: again
 		}
