@@ -52,7 +52,10 @@
 // (ctx.Err() joined with ErrNotApplied); once its request is in a batch at
 // the database, it is told the outcome is unknown (an
 // *concurkit.AmbiguousCommitError wrapping ctx.Err()). No request is ever
-// applied twice: nothing here retries a batch.
+// applied twice: a batch is sent again only when the database answered
+// that it rolled it back (hotrowmysql: a deadlock victim, or on a Galera
+// cluster a batch another node's write beat at certification), never
+// after an unknown outcome.
 //
 // # Where it works
 //

@@ -69,7 +69,10 @@ type Store[K comparable] interface {
 	TryAdd(ctx context.Context, key K, b Batch, floor int64) (v int64, ok bool, err error)
 	// Locked runs one transaction that locks key's row (FOR UPDATE),
 	// reads its value v, calls plan(v) once and, when it returns a value
-	// other than v, writes that value to the row, then commits. A missing
+	// other than v, writes that value to the row, then commits. An
+	// adapter may run a transaction the database rolled back (a deadlock
+	// victim, a Galera certification failure) again, calling plan again
+	// on the value it then reads: plan must depend on v alone. A missing
 	// row is ErrNotFound (plan is not called); a commit whose outcome is
 	// unknown is a *concurkit.AmbiguousCommitError.
 	Locked(ctx context.Context, key K, plan func(v int64) int64) error

@@ -29,8 +29,9 @@ type LedgerStore[K cmp.Ordered] interface {
 	// distinct) in that order (FOR UPDATE), reads their values into v
 	// (found[i] false, v[i] 0 for a missing row), calls plan(v, found)
 	// once (plan changes v in place), writes the rows whose value changed
-	// and commits. A commit whose outcome is unknown is a
-	// *concurkit.AmbiguousCommitError.
+	// and commits. A transaction the database rolled back may be run
+	// again, plan included (see Store.Locked). A commit whose outcome is
+	// unknown is a *concurkit.AmbiguousCommitError.
 	Apply(ctx context.Context, keys []K, plan func(v []int64, found []bool)) error
 }
 

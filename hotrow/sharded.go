@@ -32,9 +32,10 @@ type ShardStore[K comparable] interface {
 	// shard order (FOR UPDATE), calls plan once with their values in
 	// that order, writes the rows whose value plan changed (in place)
 	// and commits. When plan returns an error, nothing is written and
-	// Locked returns that error. No row is ErrNotFound (plan is not
-	// called); a commit whose outcome is unknown is a
-	// *concurkit.AmbiguousCommitError.
+	// Locked returns that error. A transaction the database rolled back
+	// may be run again, plan included (see Store.Locked). No row is
+	// ErrNotFound (plan is not called); a commit whose outcome is unknown
+	// is a *concurkit.AmbiguousCommitError.
 	Locked(ctx context.Context, key K, plan func(v []int64) error) error
 	// Sum returns the sum of key's shard values, read in one statement,
 	// and the number of its shard rows (0: the key has none, and sum is

@@ -17,7 +17,9 @@ import (
 	"github.com/concurkit/concurkit/internal/handle"
 	"github.com/concurkit/concurkit/internal/ident"
 	"github.com/concurkit/concurkit/internal/mysqlcancel"
+	"github.com/concurkit/concurkit/internal/mysqlerr"
 	"github.com/concurkit/concurkit/internal/sqldb"
+	"github.com/concurkit/concurkit/retry"
 )
 
 // DBTX is the database/sql query interface Add needs: *sql.DB, *sql.Conn
@@ -113,6 +115,10 @@ func parts(sql, table, key, value string) []string {
 // too (a refused update leaves the transaction usable). A zero delta reads
 // the value.
 //
+// On a *sql.DB a statement the server rolled back (a deadlock victim, on
+// Galera a certification failure: 1213) is run again; on a *sql.Tx or
+// *sql.Conn that error is returned, retryable (retry.IsRetryable).
+//
 // Errors: hotrow.ErrInsufficient, hotrow.ErrOverflow, hotrow.ErrNotFound
 // (nothing applied); before any I/O, an error matching
 // concurkit.ErrInvalidArgument for a nil db or an invalid t; a
@@ -135,7 +141,8 @@ func Add(ctx context.Context, db DBTX, t hotrow.Table, key any, delta int64, flo
 	if b.Checked {
 		bound = *floor
 	}
-	v, ok, err := add(ctx, db, st, key, b, bound)
+	_, alone := db.(*sql.DB)
+	v, ok, err := add(ctx, db, alone, st, key, b, bound)
 	if err != nil || ok {
 		return v, err
 	}
@@ -143,9 +150,9 @@ func Add(ctx context.Context, db DBTX, t hotrow.Table, key any, delta int64, flo
 }
 
 // add runs addSQL; bound is the floor when b.Checked, else MinInt64. A
-// zero b.Delta changes no row, so it reports ok false.
-func add(ctx context.Context, db DBTX, st stmts, key any, b hotrow.Batch, bound int64) (int64, bool, error) {
-	res, err := mysqlcancel.Exec(ctx, db, st.add, b.Delta, key, b.Low, bound, b.High, b.Delta, b.Delta)
+// zero b.Delta changes no row, so it reports ok false. alone: see exec.
+func add(ctx context.Context, db DBTX, alone bool, st stmts, key any, b hotrow.Batch, bound int64) (int64, bool, error) {
+	res, err := exec(ctx, db, alone, st.add, b.Delta, key, b.Low, bound, b.High, b.Delta, b.Delta)
 	if err != nil {
 		return 0, false, wrap("add to "+st.name, err)
 	}
@@ -218,18 +225,24 @@ func NewStore[K comparable](db DB, t hotrow.Table) (*Store[K], error) {
 	return &Store[K]{db: db, st: st}, nil
 }
 
-// TryAdd implements hotrow.Store: one autocommit UPDATE.
+// TryAdd implements hotrow.Store: one autocommit UPDATE, run again while
+// the server rolls it back (see exec).
 func (s *Store[K]) TryAdd(ctx context.Context, key K, b hotrow.Batch, floor int64) (int64, bool, error) {
 	bound := int64(math.MinInt64)
 	if b.Checked {
 		bound = floor
 	}
-	return add(ctx, s.db, s.st, key, b, bound)
+	return add(ctx, s.db, true, s.st, key, b, bound)
 }
 
 // Locked implements hotrow.Store: BEGIN, SELECT … FOR UPDATE, plan, UPDATE
-// (when the value changes), COMMIT.
+// (when the value changes), COMMIT; run again, plan included, while the
+// server rolls it back (see inTx).
 func (s *Store[K]) Locked(ctx context.Context, key K, plan func(v int64) int64) error {
+	return inTx(ctx, func(ctx context.Context) error { return s.locked(ctx, key, plan) })
+}
+
+func (s *Store[K]) locked(ctx context.Context, key K, plan func(v int64) int64) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return wrap("begin", joinCtx(ctx, err))
@@ -248,6 +261,44 @@ func (s *Store[K]) Locked(ctx context.Context, key K, plan func(v int64) int64) 
 		}
 	}
 	return commit(ctx, tx)
+}
+
+// exec runs a statement through mysqlcancel.Exec. When it runs alone —
+// autocommit: a Store's own statement, or Add's on a *sql.DB — one that
+// the server rolled back (see rolledBack) is run again under retry's
+// default policy. Otherwise (Add on a *sql.Tx or *sql.Conn) it may belong
+// to the caller's transaction, which the 1213 rolled back whole: the error
+// is returned, retryable (retry.IsRetryable), for the caller's loop
+// (pessimisticmysql.InTx) to run the transaction again.
+func exec(ctx context.Context, db DBTX, alone bool, query string, args ...any) (sql.Result, error) {
+	var res sql.Result
+	run := func(ctx context.Context) (err error) {
+		res, err = mysqlcancel.Exec(ctx, db, query, args...)
+		return err
+	}
+	if !alone {
+		return res, run(ctx)
+	}
+	return res, retry.Do(ctx, retry.Policy{Retryable: rolledBack}, run)
+}
+
+// inTx runs attempt, one transaction of the store's own from BEGIN to
+// COMMIT, again under retry's default policy while the server rolls it
+// back (see rolledBack), at any statement or at COMMIT. Nothing of such an
+// attempt was applied, so the next one, with the values it reads and its
+// plan run on them, applies the work once.
+func inTx(ctx context.Context, attempt func(ctx context.Context) error) error {
+	return retry.Do(ctx, retry.Policy{Retryable: rolledBack}, attempt)
+}
+
+// rolledBack reports whether err is the server's answer that it rolled the
+// statement or transaction back, so that nothing of it was written: a
+// deadlock victim or, on a Galera cluster, a write set of another node
+// certified first or applied over this transaction's locks (1213), or
+// MariaDB's 1020. Never an outcome-unknown commit or the end of ctx.
+func rolledBack(err error) bool {
+	return mysqlerr.Retryable(err) && !errors.Is(err, concurkit.ErrOutcomeUnknown) &&
+		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }
 
 // commit commits tx; an error the server did not answer, on a connection

@@ -41,12 +41,18 @@ func NewLedgerStore[K cmp.Ordered](db DB, t hotrow.Table) (*LedgerStore[K], erro
 // Apply implements hotrow.LedgerStore: BEGIN; SELECT … WHERE key IN (…)
 // ORDER BY key FOR UPDATE (InnoDB locks the rows in index order as it
 // reads them, so two batches cannot deadlock); plan; one UPDATE per changed
-// row; COMMIT.
+// row; COMMIT. A batch the server rolled back — on Galera, one that lost
+// certification to another node's write — is run again, plan included
+// (see inTx).
 func (s *LedgerStore[K]) Apply(ctx context.Context, keys []K, plan func(v []int64, found []bool)) error {
 	if len(keys) == 0 {
 		plan(nil, nil)
 		return nil
 	}
+	return inTx(ctx, func(ctx context.Context) error { return s.apply(ctx, keys, plan) })
+}
+
+func (s *LedgerStore[K]) apply(ctx context.Context, keys []K, plan func(v []int64, found []bool)) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return wrap("begin", joinCtx(ctx, err))

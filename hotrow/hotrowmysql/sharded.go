@@ -16,7 +16,6 @@ import (
 	"github.com/concurkit/concurkit/hotrow"
 	"github.com/concurkit/concurkit/internal/handle"
 	"github.com/concurkit/concurkit/internal/ident"
-	"github.com/concurkit/concurkit/internal/mysqlcancel"
 )
 
 // The statements of a shard table. Placeholders: %[1]s table, %[2]s key,
@@ -83,14 +82,15 @@ func NewShardStore[K comparable](db DB, t hotrow.Table) (*ShardStore[K], error) 
 	return &ShardStore[K]{db: db, st: st}, nil
 }
 
-// TryAdd implements hotrow.ShardStore: one autocommit UPDATE. A zero delta
-// changes no row and reports false.
+// TryAdd implements hotrow.ShardStore: one autocommit UPDATE, run again
+// while the server rolls it back (see exec). A zero delta changes no row
+// and reports false.
 func (s *ShardStore[K]) TryAdd(ctx context.Context, key K, shard int, delta int64, floored bool) (bool, error) {
 	bound := int64(math.MinInt64)
 	if floored {
 		bound = 0
 	}
-	res, err := mysqlcancel.Exec(ctx, s.db, s.st.add, delta, key, shard, delta, bound)
+	res, err := exec(ctx, s.db, true, s.st.add, delta, key, shard, delta, bound)
 	if err != nil {
 		return false, wrap("add to "+s.st.name, err)
 	}
@@ -103,7 +103,13 @@ func (s *ShardStore[K]) TryAdd(ctx context.Context, key K, shard int, delta int6
 // READ COMMITTED whatever the session's default: its locking read must see
 // the shards' latest values, which REPEATABLE READ with
 // innodb_snapshot_isolation would refuse (1020) after a concurrent Add.
+// A transaction the server rolled back is run again, plan included (see
+// inTx).
 func (s *ShardStore[K]) Locked(ctx context.Context, key K, plan func(v []int64) error) error {
+	return inTx(ctx, func(ctx context.Context) error { return s.locked(ctx, key, plan) })
+}
+
+func (s *ShardStore[K]) locked(ctx context.Context, key K, plan func(v []int64) error) error {
 	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return wrap("begin", joinCtx(ctx, err))
@@ -163,14 +169,15 @@ func (s *ShardStore[K]) Sum(ctx context.Context, key K) (int64, int, error) {
 }
 
 // Insert implements hotrow.ShardStore: one multi-row INSERT (atomic on
-// its own); a duplicate key is hotrow.ErrExists.
+// its own, run again while the server rolls it back: see exec); a
+// duplicate key is hotrow.ErrExists.
 func (s *ShardStore[K]) Insert(ctx context.Context, key K, v []int64) error {
 	args := make([]any, 0, 3*len(v))
 	for i, x := range v {
 		args = append(args, key, i, x)
 	}
 	q := s.st.insert + strings.TrimSuffix(strings.Repeat("(?, ?, ?), ", len(v)), ", ")
-	if _, err := mysqlcancel.Exec(ctx, s.db, q, args...); err != nil {
+	if _, err := exec(ctx, s.db, true, q, args...); err != nil {
 		var myErr *mysql.MySQLError
 		if errors.As(err, &myErr) && myErr.Number == errDuplicate {
 			return hotrow.ErrExists
