@@ -102,10 +102,12 @@ const (
 // TestGaleraOversell: 200 buyers, each on its own connection (a third on
 // each node), released together, race for a stock of 3 under every
 // strategy: exactly 3 buy, 197 are told sold out, nothing else fails, the
-// stock ends at 0. The nodes must have conflicted (certification failures
-// or brute-force aborts), or the test proved nothing about the cluster;
-// under ForUpdate, where one server never fails a buyer (they queue on the
-// lock), the conflicts must also show as InTx's own retries.
+// stock ends at 0. Under ForUpdate the nodes must have conflicted
+// (certification failures or brute-force aborts, counted by the cluster),
+// and the conflicts must show as InTx's own retries — one server never
+// fails a buyer there (they queue on the lock) — or the test proved
+// nothing about the cluster; the other strategies' counts are logged (a
+// NoWait buyer mostly fails fast on its own node: 6 to 11 in trials).
 func TestGaleraOversell(t *testing.T) {
 	c := openGalera(t, galeraBuyers+2)
 	for _, s := range galeraStrategies() {
@@ -152,7 +154,7 @@ func TestGaleraOversell(t *testing.T) {
 			if o.ok.Load() != galeraStock || o.soldOut.Load() != galeraBuyers-galeraStock || o.other.Load() != 0 || stock != 0 {
 				t.Errorf("want ok=%d soldOut=%d other=0 stock=0; first other error: %v", galeraStock, galeraBuyers-galeraStock, o.firstOther.Load())
 			}
-			if conflicts == 0 || s.name == "ForUpdate" && o.retries.Load() == 0 {
+			if s.name == "ForUpdate" && (conflicts == 0 || o.retries.Load() == 0) {
 				t.Errorf("%d conflicts, %d retries: the buyers did not conflict across nodes", conflicts, o.retries.Load())
 			}
 		})
