@@ -17,12 +17,14 @@
 //     failover to it loses what it had not received: pg_stat_replication's
 //     sync_state async or potential), or synchronous_commit = local while
 //     standbys are synchronous; a session on a standby (writes fail).
-//   - MariaDB/MySQL: innodb_flush_log_at_trx_commit other than 1 on a single
-//     server; replicas without semi-synchronous replication; read_only; a
-//     Galera node that is not ready or not in the primary component. A
-//     Galera cluster of two or more nodes replicates each commit to every
-//     node before it acknowledges it, so a node's crash loses nothing and
-//     innodb_flush_log_at_trx_commit does not matter there.
+//   - MariaDB/MySQL: innodb_flush_log_at_trx_commit other than 1; replicas
+//     without semi-synchronous replication; read_only; a Galera node that
+//     is not ready or not in the primary component. On Galera each commit
+//     reaches every node before it is acknowledged, so one node's crash
+//     loses nothing, but a crash of every node at once does unless each
+//     flushes at commit: Jepsen's 2026 analysis of Galera 12.1.2 lost
+//     acknowledged commits so with the value (2) Galera's documentation
+//     recommends.
 //
 // Call Check once when the service starts, on the handle the packages will
 // use, and decide: refuse to start, or log the *Error and accept the risk.

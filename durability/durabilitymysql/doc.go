@@ -10,8 +10,9 @@
 //
 // Check reads global variables and status only (SHOW GLOBAL VARIABLES,
 // SHOW GLOBAL STATUS, SHOW SLAVE HOSTS). On a Galera node it checks that
-// the node is ready and in the primary component; a cluster of two nodes
-// or more has each acknowledged commit on every node. Reads on a Galera
+// the node is ready and in the primary component, and that it flushes its
+// redo log at each commit (a crash of every node at once loses the last
+// commits otherwise). Reads on a Galera
 // node may still not see a commit made on another node a moment ago
 // (wsrep_sync_wait = 0, the default): that is not a durability problem and
 // Check does not report it; the packages whose guarantees need a fresh

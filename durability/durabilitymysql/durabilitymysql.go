@@ -3,7 +3,6 @@ package durabilitymysql
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/concurkit/concurkit"
@@ -42,12 +41,11 @@ func Check(ctx context.Context, db DBTX) error {
 		Replicas:            -1,
 	}
 	if s.Galera {
-		st, err := show(ctx, db, "SHOW GLOBAL STATUS WHERE Variable_name IN ('wsrep_ready', 'wsrep_cluster_status', 'wsrep_cluster_size')")
+		st, err := show(ctx, db, "SHOW GLOBAL STATUS WHERE Variable_name IN ('wsrep_ready', 'wsrep_cluster_status')")
 		if err != nil {
 			return err
 		}
 		s.WsrepReady, s.ClusterStatus = st["wsrep_ready"], st["wsrep_cluster_status"]
-		s.ClusterSize, _ = strconv.Atoi(st["wsrep_cluster_size"])
 	} else {
 		s.Replicas, err = replicas(ctx, db)
 		if err != nil {
