@@ -33,13 +33,21 @@
 // outcome. Given a *sql.DB, Write, Update and Admit run the statement
 // again (retry's default policy), and it is then refused with
 // fenced.ErrStaleToken; in a *sql.Tx the 1213 fails the caller's
-// transaction, which its loop (pessimisticmysql.InTx) runs again. A write
-// that changes nothing — the holder's own token, identical values — is
-// not certified, so on Galera (@@wsrep_on, asked only then) it is
-// confirmed: outside a *sql.Tx by reading the token with wsrep_sync_wait,
-// which waits for the node to apply what the cluster committed before;
-// in a *sql.Tx by lowering the token and raising it back, which puts the
-// row in the transaction's write set (its COMMIT then fails with 1213 if
-// a newer token was committed meanwhile; the row's triggers and ON UPDATE
-// columns see two updates). No session setting is needed.
+// transaction, which its loop (pessimisticmysql.InTx) runs again.
+//
+// The token read back after a write that changed nothing (or inserted)
+// is not certified either. Outside a *sql.Tx it may run on another
+// connection, so on another node, so it first waits until its node has
+// applied what the cluster committed before it (SET STATEMENT
+// wsrep_sync_wait, inside a MariaDB executable comment that MySQL reads
+// as a comment; without the wait a pool over the nodes read a row from
+// before the caller's own insert, ErrNotFound). In a *sql.Tx, where
+// MariaDB does not wait, a write that found the caller's own token and
+// changed nothing lowers the token and raises it back on Galera
+// (@@wsrep_on, asked only then): the row is then in the transaction's
+// write set, and its COMMIT fails with 1213 if a newer token was
+// committed meanwhile (the row's triggers and ON UPDATE columns see two
+// updates). No session setting is needed.
+//
+// Sequence cannot be used on Galera (see Sequence).
 package fencedmysql

@@ -54,7 +54,7 @@ const (
 	myReadToken = "SELECT %[3]s FROM %[1]s WHERE %[2]s = ? LOCK IN SHARE MODE"
 	// myTouchDown and myTouchUp lower the token by one and raise it back,
 	// in the caller's transaction, on a Galera node only: see
-	// confirmEqual. The token is at least 1, so neither overflows, even in
+	// confirmInTx. The token is at least 1, so neither overflows, even in
 	// an UNSIGNED column. Arguments: key, token; key.
 	myTouchDown = "UPDATE %[1]s SET %[3]s = %[3]s - 1 WHERE %[2]s = ? AND %[3]s = ?"
 	myTouchUp   = "UPDATE %[1]s SET %[3]s = %[3]s + 1 WHERE %[2]s = ?"
@@ -167,9 +167,10 @@ func exec(ctx context.Context, db DBTX, query string, args []any) (sql.Result, e
 }
 
 func checkUnchanged(ctx context.Context, db DBTX, st *guard.Stmt, key any, token fenced.Token, resource string) error {
-	stored, err := readToken(ctx, db, st, st.Read, key)
-	if err == nil && stored == token {
-		stored, err = confirmEqual(ctx, db, st, key, token)
+	_, inTx := db.(*sql.Tx)
+	stored, err := readToken(ctx, db, st, key, !inTx)
+	if err == nil && stored == token && inTx {
+		err = confirmInTx(ctx, db, st, key, token)
 	}
 	if err != nil {
 		return err
@@ -177,13 +178,28 @@ func checkUnchanged(ctx context.Context, db DBTX, st *guard.Stmt, key any, token
 	return guard.StaleOrSame(ctx, pkg, resource, stored, token)
 }
 
-// readToken reads the row's token with query (st.Read or its causal
-// form). On a *sql.DB a read that a deadlock or, on Galera, the applier of
-// another node's write ended (1213) is run again, as exec does.
-func readToken(ctx context.Context, db DBTX, st *guard.Stmt, query string, key any) (fenced.Token, error) {
+// readToken reads the row's token back (st.Read). In a transaction the
+// read runs on the connection of the write. Outside one (causal) it may
+// run on another connection — on Galera, on another node, which may not
+// have applied the write yet, nor a higher token committed elsewhere — so
+// it waits first until its node has applied what the cluster committed
+// before it (wsrep_sync_wait, galera.MaybeCausal; on a MariaDB built
+// without wsrep, which refuses the variable, the plain read). On a
+// *sql.DB a read that a deadlock or, on Galera, the applier of another
+// node's write ended (1213) is run again, as exec does.
+func readToken(ctx context.Context, db DBTX, st *guard.Stmt, key any, causal bool) (fenced.Token, error) {
 	var stored int64
+	query := st.Read
+	if causal {
+		query = galera.MaybeCausal(st.Read, galera.Read)
+	}
 	read := func(ctx context.Context) error {
-		return mysqlerr.Mark(db.QueryRowContext(ctx, query, key).Scan(&stored))
+		err := db.QueryRowContext(ctx, query, key).Scan(&stored)
+		if causal && galera.UnknownVariable(err) {
+			query = st.Read
+			err = db.QueryRowContext(ctx, query, key).Scan(&stored)
+		}
+		return mysqlerr.Mark(err)
 	}
 	err := read(ctx)
 	if _, auto := db.(*sql.DB); auto && err != nil && retry.IsRetryable(err) {
@@ -198,50 +214,42 @@ func readToken(ctx context.Context, db DBTX, st *guard.Stmt, query string, key a
 	return fenced.Token(stored), nil
 }
 
-// confirmEqual is called when a write changed nothing and the row holds
-// the caller's own token: on a single server the write was accepted (the
-// token never decreases, and the locking read saw the newest row). On a
-// Galera node it may not have been: the node may not yet have applied a
-// higher token committed on another node, and a write that changes
-// nothing is not certified. So on Galera (asked only on this path):
-//
-//   - in a *sql.Tx, the token is lowered by one and raised back, which
-//     changes nothing in the end but puts the row in the transaction's
-//     write set: if a higher token was committed on another node, the
-//     caller's COMMIT fails with 1213, as it does for any write the
-//     newer token overtook, and the transaction run again is refused;
-//   - otherwise (autocommit), the token is read again with
-//     wsrep_sync_wait, which waits until the node has applied every
-//     commit the cluster made before the read.
-//
-// It returns the token to compare with the caller's.
-func confirmEqual(ctx context.Context, db DBTX, st *guard.Stmt, key any, token fenced.Token) (fenced.Token, error) {
+// confirmInTx is called when a write in a transaction changed nothing and
+// the row holds the caller's own token: on a single server the write was
+// accepted (the token never decreases, the locking read saw the newest
+// row, and it holds the row until COMMIT). On a Galera node it may not
+// have been: the node may not yet have applied a higher token committed
+// on another node, its lock holds back no other node, and a write that
+// changes nothing is not certified. So on Galera (asked only on this
+// path), the token is lowered by one and raised back, which changes
+// nothing in the end but puts the row in the transaction's write set: if
+// a higher token was committed on another node, the caller's COMMIT fails
+// with 1213, as it does for any write the newer token overtook, and the
+// transaction run again is refused.
+func confirmInTx(ctx context.Context, db DBTX, st *guard.Stmt, key any, token fenced.Token) error {
+	what := "confirm unchanged write of " + st.Resource
 	on, err := galera.On(ctx, db)
 	if err != nil {
-		return 0, guard.DriverError(ctx, pkg, "confirm unchanged write of "+st.Resource, err)
+		return guard.DriverError(ctx, pkg, what, err)
 	}
 	if !on {
-		return token, nil
+		return nil
 	}
-	if _, inTx := db.(*sql.Tx); !inTx {
-		return readToken(ctx, db, st, galera.Causal(st.Read, galera.Read), key)
-	}
-	what := "confirm unchanged write of " + st.Resource
 	res, err := db.ExecContext(ctx, st.Touch[0], key, int64(token))
 	if err != nil {
-		return 0, guard.DriverError(ctx, pkg, what, err)
+		return guard.DriverError(ctx, pkg, what, err)
 	}
 	// The row is locked by this transaction since the write: its token
 	// cannot have changed.
 	if n, err := res.RowsAffected(); err != nil {
-		return 0, guard.DriverError(ctx, pkg, what, err)
+		return guard.DriverError(ctx, pkg, what, err)
 	} else if n != 1 {
-		return 0, fmt.Errorf("%s: %s: %d rows with key %v and token %d, want 1", pkg, what, n, key, int64(token))
+		return fmt.Errorf("%s: %s: %d rows with key %v and token %d, want 1", pkg, what, n, key, int64(token))
 	}
 	if _, err := db.ExecContext(ctx, st.Touch[1], key); err != nil {
-		return 0, guard.DriverError(ctx, pkg, what, err)
+		return guard.DriverError(ctx, pkg, what, err)
 	}
-	return token, nil
+	return nil
 }
 
 // prepare checks the arguments and returns the cached statement.

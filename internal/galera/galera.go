@@ -53,13 +53,28 @@ func Causal(query string, kinds int) string {
 	return fmt.Sprintf("SET STATEMENT wsrep_sync_wait = %d FOR %s", kinds, query)
 }
 
+// MaybeCausal is Causal inside a MariaDB executable comment (/*M!100300
+// … */), for a statement that must be causal on Galera without asking the
+// server what it is: MySQL reads the prefix as a comment; MariaDB applies
+// it, a wait that does nothing on a server without Galera — but a MariaDB
+// built without wsrep (on Windows) refuses the unknown variable, which
+// UnknownVariable recognises: run the plain statement then.
+func MaybeCausal(query string, kinds int) string {
+	return fmt.Sprintf("/*M!100300 SET STATEMENT wsrep_sync_wait = %d FOR */ %s", kinds, query)
+}
+
+// UnknownVariable reports whether err is the server's "unknown system
+// variable" (1193): MySQL, or a MariaDB built without wsrep, asked about
+// wsrep.
+func UnknownVariable(err error) bool { return mysqlerr.Number(err) == erUnknownSystemVariable }
+
 // On reports whether db's server is a Galera node with replication on
 // (@@GLOBAL.wsrep_on). A server without the variable — MySQL, a MariaDB
 // built without wsrep — is not one. Other errors are returned.
 func On(ctx context.Context, db sqldb.DBTX) (bool, error) {
 	var on bool
 	err := db.QueryRowContext(ctx, wsrepOn).Scan(&on)
-	if mysqlerr.Number(err) == erUnknownSystemVariable {
+	if UnknownVariable(err) {
 		return false, nil
 	}
 	if err != nil {

@@ -29,7 +29,10 @@ type Cluster struct {
 	// (testkit.GaleraFor): the pool a client of a multi-primary cluster
 	// behind a round-robin proxy has, with the server's defaults
 	// (wsrep_sync_wait = 0: a read may not see a commit made a moment
-	// ago on another node).
+	// ago on another node). It keeps no idle connection, so that even one
+	// client's consecutive calls run on different nodes: each statement
+	// or transaction that is not on a dedicated connection (sql.Conn)
+	// opens one on the next node.
 	Pool *sql.DB
 	// Nodes has one pool per node, for tests that place each client on a
 	// node of its choosing.
@@ -61,6 +64,7 @@ func New(t testing.TB) *Cluster {
 		_ = server.Close()
 	}
 	c.Pool = testkit.GaleraFor(t, c.DSNs)
+	c.Pool.SetMaxIdleConns(0)
 	synced := make([]string, len(c.DSNs))
 	for i, dsn := range c.DSNs {
 		c.Nodes = append(c.Nodes, testkit.MySQLFor(t, dsn))
