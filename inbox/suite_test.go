@@ -19,6 +19,7 @@ import (
 	"github.com/concurkit/concurkit/inbox"
 	"github.com/concurkit/concurkit/inbox/inboxmysql"
 	"github.com/concurkit/concurkit/inbox/inboxpg"
+	"github.com/concurkit/concurkit/internal/galeratest"
 	"github.com/concurkit/concurkit/migrations"
 	"github.com/concurkit/concurkit/testkit"
 )
@@ -57,6 +58,9 @@ type env struct {
 	// query runs a query returning (text, bigint) rows.
 	query func(t testing.TB, q string) [][2]string
 	// dialect's placeholders are not needed: queries are literal.
+
+	// galera is the cluster of the Galera backend, nil for the others.
+	galera *galeratest.Cluster
 }
 
 // effects returns id -> applied count.
@@ -95,6 +99,7 @@ var backends = []backend{
 	{"postgres", openPostgres},
 	{"mariadb", func(t testing.TB) env { return openMySQL(t, false) }},
 	{"mariadb-clientFoundRows", func(t testing.TB) env { return openMySQL(t, true) }},
+	{"galera", openGalera},
 }
 
 // each runs f once per backend, as a subtest.
@@ -251,31 +256,59 @@ func openMySQL(t testing.TB, foundRows bool) env {
 	if _, err := db.ExecContext(t.Context(), myDDL); err != nil {
 		t.Fatal(err)
 	}
-	mk := func(t testing.TB, h inboxmysql.DBTX, cfg *inbox.Config) consumer {
-		ib, err := inboxmysql.New(h, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return consumer{
-			handle: func(ctx context.Context, c, id string, hook func() error) (bool, error) {
-				return ib.Handle(ctx, c, id, func(ctx context.Context, tx *sql.Tx) error {
-					if _, err := tx.ExecContext(ctx, myEffect, id); err != nil {
-						return err
-					}
-					return call(hook)
-				})
-			},
-			handleSeq: func(ctx context.Context, c, p string, seq int64, hook func() error) (inbox.SeqResult, error) {
-				return ib.HandleSequence(ctx, c, p, seq, func(ctx context.Context, tx *sql.Tx) error {
-					if _, err := tx.ExecContext(ctx, myLog, p, seq); err != nil {
-						return err
-					}
-					return call(hook)
-				})
-			},
-			reap: ib.Reap,
-		}
+	return mysqlEnv(db, db)
+}
+
+// openGalera is the MariaDB backend on testkit's Galera cluster: the
+// inboxes run on the pool spread over the three nodes (so concurrent
+// deliveries are handled on different nodes), the test's own queries on
+// the synced pool.
+func openGalera(t testing.TB) env {
+	t.Helper()
+	c := galeratest.New(t)
+	if err := migrations.Up(t.Context(), migrations.MySQL, c.DSNs[0]); err != nil {
+		t.Fatal(err)
 	}
+	if _, err := c.Synced.ExecContext(t.Context(), myDDL); err != nil {
+		t.Fatal(err)
+	}
+	c.Sync(t)
+	e := mysqlEnv(c.Pool, c.Synced)
+	e.galera = c
+	return e
+}
+
+// myConsumer is an inbox on h with the suite's effects.
+func myConsumer(t testing.TB, h inboxmysql.DBTX, cfg *inbox.Config) consumer {
+	ib, err := inboxmysql.New(h, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return consumer{
+		handle: func(ctx context.Context, c, id string, hook func() error) (bool, error) {
+			return ib.Handle(ctx, c, id, func(ctx context.Context, tx *sql.Tx) error {
+				if _, err := tx.ExecContext(ctx, myEffect, id); err != nil {
+					return err
+				}
+				return call(hook)
+			})
+		},
+		handleSeq: func(ctx context.Context, c, p string, seq int64, hook func() error) (inbox.SeqResult, error) {
+			return ib.HandleSequence(ctx, c, p, seq, func(ctx context.Context, tx *sql.Tx) error {
+				if _, err := tx.ExecContext(ctx, myLog, p, seq); err != nil {
+					return err
+				}
+				return call(hook)
+			})
+		},
+		reap: ib.Reap,
+	}
+}
+
+// mysqlEnv is the env of a MariaDB database where the migrations and
+// myDDL were applied: inboxes on db, the test's queries on read.
+func mysqlEnv(db, read *sql.DB) env {
+	mk := myConsumer
 	return env{
 		open: func(t testing.TB, cfg *inbox.Config) consumer { return mk(t, db, cfg) },
 		session: func(t testing.TB, cfg *inbox.Config) (consumer, int64) {
@@ -299,7 +332,7 @@ func openMySQL(t testing.TB, foundRows bool) env {
 			// information_schema.innodb_trx does not list every waiting
 			// transaction on MariaDB 10.11; the process list shows them all.
 			q := "SELECT COUNT(*) FROM information_schema.processlist WHERE command IN ('Query', 'Execute') AND info LIKE 'INSERT INTO `concurkit_inbox`%' AND id IN (" + strings.Join(in, ",") + ")"
-			if err := db.QueryRowContext(t.Context(), q).Scan(&n); err != nil {
+			if err := read.QueryRowContext(t.Context(), q).Scan(&n); err != nil {
 				t.Fatal(err)
 			}
 			return n
@@ -335,7 +368,7 @@ func openMySQL(t testing.TB, foundRows bool) env {
 		},
 		query: func(t testing.TB, q string) [][2]string {
 			t.Helper()
-			rows, err := db.QueryContext(context.WithoutCancel(t.Context()), q)
+			rows, err := read.QueryContext(context.WithoutCancel(t.Context()), q)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -21,4 +21,22 @@
 // byte for byte) are created by the toolkit migrations. Types, sentinels
 // and semantics are the core's: see package inbox. This package never
 // links pgx or the AWS SDK.
+//
+// # Galera
+//
+// On a MariaDB Galera cluster whose nodes all take deliveries, a message
+// is still handled exactly once: deliveries of one id on different nodes
+// do not wait on each other's key (locks are node-local) and may all run
+// fn, but of their transactions only the first to commit is certified;
+// the others fail with 1213 at COMMIT (or are aborted by the winner's
+// applier), a definite failure — nothing of theirs committed — and the
+// transaction run again (pessimisticmysql.InTx) finds the id: a
+// duplicate. fn may thus run on several nodes; its effects commit once.
+// HandleSequence asks once whether the server is a Galera node
+// (@@wsrep_on) and, if so, begins each transaction on a connection that
+// first waited (wsrep_sync_wait) until its node applied what the cluster
+// committed before: a node that had not yet applied a producer's last
+// sequence refused the next one as a gap. Nothing needs to be set on the
+// sessions. In a *sql.Tx the caller opened, that wait is the caller's
+// (SET SESSION wsrep_sync_wait = 1 before BEGIN).
 package inboxmysql

@@ -10,6 +10,7 @@ import (
 
 	"github.com/concurkit/concurkit/inbox"
 	"github.com/concurkit/concurkit/inbox/internal/spec"
+	"github.com/concurkit/concurkit/internal/galera"
 	"github.com/concurkit/concurkit/internal/ident"
 	"github.com/concurkit/concurkit/internal/mysqltime"
 	"github.com/concurkit/concurkit/internal/sqldb"
@@ -146,13 +147,39 @@ const rollbackTimeout = 5 * time.Second
 // own on a Beginner, and in a savepoint of the caller's *sql.Tx (see
 // inSavepoint), where InTxValue alone would leave fn's failed work, and
 // the id, for the caller's COMMIT.
-func inTx[T any](ctx context.Context, ib *Inbox, fn func(ctx context.Context, tx *sql.Tx) (T, error)) (T, error) {
+//
+// causal asks, on a Galera node, for a transaction on a connection that
+// first waited until its node applied what the cluster committed before
+// (MariaDB does not wait inside a transaction): for decisions taken
+// without a write, which certification does not check.
+func inTx[T any](ctx context.Context, ib *Inbox, causal bool, fn func(ctx context.Context, tx *sql.Tx) (T, error)) (T, error) {
 	if _, ok := ib.db.(*sql.Tx); ok {
 		return pessimisticmysql.InTxValue(ctx, ib.db, ib.cfg.TxOptions, func(ctx context.Context, tx *sql.Tx) (T, error) {
 			return inSavepoint(ctx, tx, fn)
 		})
 	}
-	return pessimisticmysql.InTxValue(ctx, ib.db, ib.cfg.TxOptions, fn)
+	db := ib.db
+	if causal {
+		var zero T
+		on, err := ib.galera.On(ctx, db)
+		if err != nil {
+			return zero, fmt.Errorf("%s: %w", pkg, err)
+		}
+		if on {
+			if pool, ok := db.(*sql.DB); ok {
+				conn, err := pool.Conn(ctx)
+				if err != nil {
+					return zero, fmt.Errorf("%s: %w", pkg, err)
+				}
+				defer conn.Close()
+				db = conn
+			}
+			if err := galera.Barrier(ctx, db); err != nil {
+				return zero, fmt.Errorf("%s: %w", pkg, err)
+			}
+		}
+	}
+	return pessimisticmysql.InTxValue(ctx, db, ib.cfg.TxOptions, fn)
 }
 
 // errSkip ends a transaction that has nothing to commit (a duplicate, a
@@ -166,6 +193,7 @@ type Inbox struct {
 	db                             DBTX
 	cfg                            spec.Resolved
 	record, lockSeq, advance, reap string
+	galera                         galera.Node
 }
 
 // New returns an Inbox that runs its transactions on db, configured by cfg
@@ -237,7 +265,7 @@ func (ib *Inbox) Handle(ctx context.Context, consumer, msgID string, fn func(ctx
 	if err := spec.Fn(pkg, fn); err != nil {
 		return false, err
 	}
-	processed, err = inTx(ctx, ib, func(ctx context.Context, tx *sql.Tx) (bool, error) {
+	processed, err = inTx(ctx, ib, false, func(ctx context.Context, tx *sql.Tx) (bool, error) {
 		now := ib.cfg.Now()
 		args := []any{consumer, msgID, mysqltime.Text(now)}
 		if ib.cfg.Window > 0 {
@@ -303,7 +331,10 @@ func (ib *Inbox) HandleSequence(ctx context.Context, consumer, producer string, 
 		return inbox.SeqResult{}, err
 	}
 	var res inbox.SeqResult
-	_, err := inTx(ctx, ib, func(ctx context.Context, tx *sql.Tx) (struct{}, error) {
+	// Causal on Galera: a node that has not applied the producer's last
+	// sequence yet would refuse the next one as a gap, a decision that
+	// writes nothing and so is not certified.
+	_, err := inTx(ctx, ib, true, func(ctx context.Context, tx *sql.Tx) (struct{}, error) {
 		now := ib.cfg.Now()
 		r, err := tx.ExecContext(ctx, ib.lockSeq, consumer, producer, mysqltime.Text(now))
 		if err != nil {
