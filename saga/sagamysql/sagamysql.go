@@ -11,11 +11,13 @@ import (
 	_ "github.com/go-sql-driver/mysql" // the driver this adapter is for
 
 	"github.com/concurkit/concurkit"
+	"github.com/concurkit/concurkit/internal/galera"
 	"github.com/concurkit/concurkit/internal/handle"
 	"github.com/concurkit/concurkit/internal/ident"
 	"github.com/concurkit/concurkit/internal/mysqlcancel"
 	"github.com/concurkit/concurkit/internal/mysqltime"
 	"github.com/concurkit/concurkit/internal/sqldb"
+	"github.com/concurkit/concurkit/retry"
 	"github.com/concurkit/concurkit/saga"
 )
 
@@ -39,7 +41,15 @@ type Config struct {
 
 // Store is a saga.Store on MariaDB/MySQL. It is safe for concurrent use.
 type Store struct {
-	db                                            DBTX
+	db DBTX
+	s  statements
+	// gs are the statements for a Galera node: s made causal (see
+	// statements).
+	gs     statements
+	galera galera.Node
+}
+
+type statements struct {
 	claim, load, save, extend, unfinished, delete string
 }
 
@@ -107,8 +117,53 @@ func New(db DBTX, cfg *Config) (*Store, error) {
 		return nil, fmt.Errorf("%w: sagamysql: table: %w", concurkit.ErrInvalidArgument, err)
 	}
 	f := func(q string) string { return fmt.Sprintf(q, table) }
-	return &Store{db: db, claim: f(myClaim), load: f(myLoad), save: f(mySave), extend: f(myExtend),
-		unfinished: f(myUnfinished), delete: f(myDelete)}, nil
+	st := statements{claim: f(myClaim), load: f(myLoad), save: f(mySave), extend: f(myExtend),
+		unfinished: f(myUnfinished), delete: f(myDelete)}
+	return &Store{db: db, s: st, gs: statements{
+		claim:      galera.Causal(st.claim, galera.Insert),
+		load:       galera.Causal(st.load, galera.Read),
+		save:       galera.Causal(st.save, galera.Update),
+		extend:     galera.Causal(st.extend, galera.Update),
+		unfinished: galera.Causal(st.unfinished, galera.Read),
+		delete:     st.delete,
+	}}, nil
+}
+
+// statements returns the statements for the store's server: on a Galera
+// node (asked once) every statement but DeleteFinished's waits first until
+// its node has applied what the cluster committed before it. Without that
+// wait a node that had not yet applied a claim or record made on another
+// node a moment before answered for an older row: the claimant's read
+// missed its own claim (ErrInProgress, or ErrNotFound, with the lease
+// held until it ended), its next record missed it too (ErrLeaseLost), and
+// a Run after a saga finished elsewhere found it still in progress.
+func (s *Store) statements(ctx context.Context) (*statements, error) {
+	on, err := s.galera.On(ctx, s.db)
+	if err != nil {
+		return nil, fmt.Errorf("sagamysql: %w", err)
+	}
+	if on {
+		return &s.gs, nil
+	}
+	return &s.s, nil
+}
+
+// exec runs a write, autocommit: one that the server rolled back as a
+// deadlock victim or, on Galera, because a write set of another node that
+// touched the row was certified first (1213: a definite failure, nothing
+// was written) is run again under retry's default policy, and then finds
+// the row as the winner left it.
+func (s *Store) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	var res sql.Result
+	run := func(ctx context.Context) (err error) {
+		res, err = mysqlcancel.Exec(ctx, s.db, query, args...)
+		return err
+	}
+	err := run(ctx)
+	if err != nil && retry.IsRetryable(err) {
+		err = retry.Do(ctx, retry.Policy{}, run)
+	}
+	return res, err
 }
 
 // Claim implements saga.Store: one INSERT … ON DUPLICATE KEY UPDATE, then
@@ -122,15 +177,19 @@ func (s *Store) Claim(ctx context.Context, fresh *saga.Record, now time.Time) (*
 	if err != nil {
 		return nil, false, err
 	}
+	st, err := s.statements(ctx)
+	if err != nil {
+		return nil, false, err
+	}
 	lease, updated, at := nullTime(fresh.LeaseUntil), timeText(fresh.Updated), timeText(now)
-	_, err = mysqlcancel.Exec(ctx, s.db, s.claim,
+	_, err = s.exec(ctx, st.claim,
 		fresh.Key, fresh.Definition, fresh.Version, []byte(fresh.Input), fresh.InputHash, string(fresh.Status), steps, fresh.Error,
 		fresh.Claim, lease, timeText(fresh.Created), updated,
 		at, fresh.Claim, at, at, updated, at, lease)
 	if err != nil {
 		return nil, false, fmt.Errorf("sagamysql: claim: %w", err)
 	}
-	rec, err := s.Load(ctx, fresh.Key)
+	rec, err := s.load(ctx, st, fresh.Key)
 	if err != nil {
 		return nil, false, err
 	}
@@ -146,13 +205,21 @@ func (s *Store) Save(ctx context.Context, rec *saga.Record) error {
 	if err != nil {
 		return err
 	}
-	res, err := mysqlcancel.Exec(ctx, s.db, s.save, string(rec.Status), steps, rec.Error, nullTime(rec.LeaseUntil), timeText(rec.Updated), rec.Key, rec.Claim)
+	st, err := s.statements(ctx)
+	if err != nil {
+		return err
+	}
+	res, err := s.exec(ctx, st.save, string(rec.Status), steps, rec.Error, nullTime(rec.LeaseUntil), timeText(rec.Updated), rec.Key, rec.Claim)
 	return fenced("save", res, err)
 }
 
 // Extend implements saga.Store: one UPDATE fenced by claim.
 func (s *Store) Extend(ctx context.Context, key string, claim int64, until time.Time) error {
-	res, err := mysqlcancel.Exec(ctx, s.db, s.extend, nullTime(until), key, claim)
+	st, err := s.statements(ctx)
+	if err != nil {
+		return err
+	}
+	res, err := s.exec(ctx, st.extend, nullTime(until), key, claim)
 	return fenced("extend", res, err)
 }
 
@@ -172,7 +239,15 @@ func fenced(op string, res sql.Result, err error) error {
 
 // Load returns the instance key, or an error matching saga.ErrNotFound.
 func (s *Store) Load(ctx context.Context, key string) (*saga.Record, error) {
-	rec, err := scan(s.db.QueryRowContext(ctx, s.load, key))
+	st, err := s.statements(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.load(ctx, st, key)
+}
+
+func (s *Store) load(ctx context.Context, st *statements, key string) (*saga.Record, error) {
+	rec, err := scan(s.db.QueryRowContext(ctx, st.load, key))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("%w: %s", saga.ErrNotFound, key)
 	}
@@ -192,7 +267,11 @@ func (s *Store) Unfinished(ctx context.Context, now time.Time, limit int) ([]*sa
 	if limit < 1 {
 		return nil, fmt.Errorf("%w: sagamysql: limit %d < 1", concurkit.ErrInvalidArgument, limit)
 	}
-	rows, err := s.db.QueryContext(ctx, s.unfinished, timeText(now), limit)
+	st, err := s.statements(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.db.QueryContext(ctx, st.unfinished, timeText(now), limit)
 	if err != nil {
 		return nil, fmt.Errorf("sagamysql: unfinished: %w", err)
 	}
@@ -221,7 +300,7 @@ func (s *Store) DeleteFinished(ctx context.Context, before time.Time, limit int)
 	if limit < 1 {
 		return 0, fmt.Errorf("%w: sagamysql: limit %d < 1", concurkit.ErrInvalidArgument, limit)
 	}
-	res, err := mysqlcancel.Exec(ctx, s.db, s.delete, timeText(before), limit)
+	res, err := s.exec(ctx, s.s.delete, timeText(before), limit)
 	if err != nil {
 		return 0, fmt.Errorf("sagamysql: delete finished: %w", err)
 	}
