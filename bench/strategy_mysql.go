@@ -10,6 +10,7 @@ import (
 
 	"github.com/concurkit/concurkit/fenced"
 	"github.com/concurkit/concurkit/fenced/fencedmysql"
+	"github.com/concurkit/concurkit/internal/galera"
 	"github.com/concurkit/concurkit/observe"
 	"github.com/concurkit/concurkit/optimistic"
 	"github.com/concurkit/concurkit/optimistic/optimisticmysql"
@@ -259,6 +260,16 @@ func myFencedLock(backend string) func(t *myTarget) (executor, error) {
 			return nil, err
 		}
 		q := t.queries()
+		if t.galera {
+			// The previous holder may have written through another node,
+			// which this one may not have applied yet: under a lease a
+			// read must be causal, or the write computed from it loses
+			// that update (a higher token is accepted). An autocommit read
+			// waits for the node (wsrep_sync_wait); a transaction starts
+			// on a connection that waited (galera.Barrier): MariaDB
+			// ignores the wait inside one.
+			q.readRow = galera.Causal(q.readRow, galera.Read)
+		}
 		guard := fenced.Table{Name: t.table, KeyColumn: "id", TokenColumn: "max_seen_token"}
 		write := func(ctx context.Context, db interface {
 			fencedmysql.DBTX
@@ -280,7 +291,19 @@ func myFencedLock(backend string) func(t *myTarget) (executor, error) {
 							c := o.changes[0]
 							return write(ctx, t.db, c, tokens[c.key])
 						}
-						return pessimisticmysql.InTx(ctx, t.db, txOpts, func(ctx context.Context, tx *sql.Tx) error {
+						var db pessimisticmysql.DBTX = t.db
+						if t.galera {
+							conn, err := t.db.Conn(ctx)
+							if err != nil {
+								return err
+							}
+							defer conn.Close()
+							if err := galera.Barrier(ctx, conn); err != nil {
+								return err
+							}
+							db = conn
+						}
+						return pessimisticmysql.InTx(ctx, db, txOpts, func(ctx context.Context, tx *sql.Tx) error {
 							for _, c := range o.changes {
 								if err := write(ctx, tx, c, tokens[c.key]); err != nil {
 									return err
