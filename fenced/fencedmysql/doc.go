@@ -49,5 +49,15 @@
 // committed meanwhile (the row's triggers and ON UPDATE columns see two
 // updates). No session setting is needed.
 //
+// Your own read under a lease needs one setting on Galera: the previous
+// holder may have written through another node, not yet applied on this
+// one, and a write computed from that stale read carries a higher token,
+// so the guard accepts it and the previous holder's update is lost. Read
+// causally — SET STATEMENT wsrep_sync_wait = 1 FOR SELECT … in
+// autocommit, or SET SESSION wsrep_sync_wait = 1 before the BEGIN of the
+// transaction that reads and writes (MariaDB ignores the wait inside a
+// transaction). The benchmark's etcd-fenced cells lost updates on Galera
+// until it did (28 of them in the full grid).
+//
 // Sequence cannot be used on Galera (see Sequence).
 package fencedmysql
