@@ -112,9 +112,10 @@ func TestGaleraOversell(t *testing.T) {
 	if bought != units || soldOut != buyers-units || stock != 0 || version != units+1 {
 		t.Errorf("bought %d, sold out %d, stock %d, version %d; want %d, %d, 0, %d", bought, soldOut, stock, version, units, buyers-units, units+1)
 	}
-	if cluster == 0 {
-		t.Error("no certification failure and no brute-force abort: the buyers did not conflict across nodes")
-	}
+	// Not asserted: a buyer whose CAS finds the version moved fails on its
+	// own node, before certification, so a run may see no certification
+	// failure at all (0 in one CI run, 8 in another).
+	t.Logf("certification failures and brute-force aborts: %d", cluster)
 }
 
 // TestGaleraTransfers: the documented multi-row CAS — both legs of a

@@ -70,7 +70,9 @@ func StartGalera(t testing.TB, n int) []*GaleraNode {
 	if err := os.Chmod(root, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := setupContext(t)
+	// Nodes join one after the other, each by state transfer: on a
+	// loaded machine that takes longer than setupContext allows.
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	template := filepath.Join(root, "template")
 	install := exec.CommandContext(ctx, "mariadb-install-db", append([]string{"--no-defaults", "--datadir=" + template,

@@ -136,7 +136,7 @@ func StartPostgresReplication(t testing.TB, sync bool) []*PostgresNode {
 		nodes[i] = &PostgresNode{Proc: &Proc{Addr: addr(ports[i]), Name: name, argv: argv, dir: dir,
 			log: filepath.Join(dir, "postgres.log"), ready: postgresProcReady}, data: data, bin: bin, asUser: asUser, sync: sync}
 	}
-	ctx, cancel := setupContext(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute) // initdb, start, base backup, start
 	defer cancel()
 	initdb := asOwner(ctx, asUser, filepath.Join(bin, "initdb"), "-D", nodes[0].data, "-U", "postgres", "--auth=trust", "--no-sync", "-E", "UTF8")
 	if out, err := initdb.CombinedOutput(); err != nil {
