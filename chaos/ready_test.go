@@ -101,3 +101,29 @@ func TestWaitReady(t *testing.T) {
 		t.Fatalf("a run without PostgreSQL waited for it: %v", err)
 	}
 }
+
+// TestFaultCutByRunEnd: a terminate whose connection to MariaDB is still
+// stalled when the run ends is not a fault "not injected" (which fails a
+// run as proving nothing) — CI saw one fail TestChaos that way. A fault
+// that fails while the run goes on still is.
+func TestFaultCutByRunEnd(t *testing.T) {
+	p, e, err := startProxies(Endpoints{MySQL: testkit.MySQLServerDSN(t)}, []string{"mysql"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.close()
+	// A timeout toxic of 0 holds every byte for ever: the server never answers.
+	if err := p.toxic("mysql", `{"name":"stall","type":"timeout","stream":"downstream","attributes":{"timeout":0}}`); err != nil {
+		t.Fatal(err)
+	}
+	n := &nemesis{env: &env{Endpoints: e, Run: "cut"}, databases: []string{"mysql"}}
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	if got := n.run(ctx, []Fault{{Kind: NemesisTerminate}}, nil); len(got) != 0 {
+		t.Fatalf("a terminate cut by the run's end was recorded: %+v", got)
+	}
+	n.databases = nil // a run with no database: a refusal of the fault's own
+	if got := n.run(t.Context(), []Fault{{Kind: NemesisTerminate}}, nil); len(got) != 1 || got[0].Error == "" {
+		t.Fatalf("a fault that could not be injected was not recorded as such: %+v", got)
+	}
+}
