@@ -1,0 +1,128 @@
+// Package backendtest opens a Locker of each concurkit lock backend on the
+// test servers, for the tests of the recipes built on any Locker
+// (election, semaphore, multilock): each recipe runs its suite on every
+// backend through the same factory. Test code only.
+package backendtest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/concurkit/concurkit/distlock"
+	"github.com/concurkit/concurkit/distlock/distlocktest"
+	"github.com/concurkit/concurkit/distlock/dynamolock"
+	"github.com/concurkit/concurkit/distlock/etcdlock"
+	"github.com/concurkit/concurkit/distlock/pglock"
+	"github.com/concurkit/concurkit/distlock/redislock"
+	"github.com/concurkit/concurkit/distlock/redlock"
+	"github.com/concurkit/concurkit/distlock/zklock"
+	"github.com/concurkit/concurkit/fenced"
+	"github.com/concurkit/concurkit/fenced/fencedpg"
+	"github.com/concurkit/concurkit/testkit"
+)
+
+// Backends names every lock backend, in the order tests run them.
+var Backends = []string{"etcd", "zookeeper", "postgres", "redis", "redlock", "dynamodb"}
+
+// ShortTTL is the shortest TTL each backend honours (etcd rounds up to
+// whole seconds; ZooKeeper's session timeout is at least 2 ticks of 1 s
+// on the test servers): tests that let a lease expire use it.
+func ShortTTL(backend string) time.Duration {
+	switch backend {
+	case "etcd", "zookeeper":
+		return 2 * time.Second
+	}
+	return time.Second
+}
+
+// New returns a factory of independent Lockers of backend (each with
+// clients of its own, as separate processes would have) that share one
+// namespace on the servers and, for the backends that take tokens from a
+// fenced.Source, one PostgreSQL sequence. Every Locker is closed when the
+// test that made it ends.
+func New(t *testing.T, backend string) distlocktest.NewLocker {
+	t.Helper()
+	var open func(t *testing.T) (distlock.Locker, error)
+	switch backend {
+	case "etcd":
+		c, prefix := testkit.Etcd(t)
+		eps := c.Endpoints()
+		open = func(t *testing.T) (distlock.Locker, error) {
+			return etcdlock.New(testkit.EtcdClient(t, eps, ""), &etcdlock.Config{Prefix: prefix})
+		}
+	case "zookeeper":
+		servers, root := testkit.ZooKeeper(t)
+		open = func(t *testing.T) (distlock.Locker, error) { return zklock.New(servers, &zklock.Config{Root: root}) }
+	case "postgres":
+		url := testkit.PostgresServerURL(t)
+		open = func(t *testing.T) (distlock.Locker, error) { return pglock.New(testkit.PostgresPoolFor(t, url), nil) }
+	case "redis":
+		addr, src := testkit.RedisAddr(t), source(t)
+		open = func(t *testing.T) (distlock.Locker, error) {
+			return redislock.New(testkit.RedisClient(t, addr, ""), &redislock.Config{Source: src, FenceTTL: time.Minute})
+		}
+	case "redlock":
+		addrs, src := testkit.RedlockAddrs(t), source(t)
+		open = func(t *testing.T) (distlock.Locker, error) {
+			nodes := make([]*goredis.Client, len(addrs))
+			for i, a := range addrs {
+				nodes[i] = testkit.RedisClient(t, a, "")
+			}
+			return redlock.New(nodes, &redlock.Config{Source: src, FenceTTL: time.Minute})
+		}
+	case "dynamodb":
+		c, prefix := testkit.DynamoDB(t)
+		name := prefix + "locks"
+		if err := dynamolock.CreateTable(t.Context(), c, name, ""); err != nil {
+			t.Fatal(err)
+		}
+		endpoint := testkit.DynamoDBEndpoint(t)
+		open = func(t *testing.T) (distlock.Locker, error) {
+			return dynamolock.New(testkit.DynamoDBClient(t, endpoint), &dynamolock.Config{Table: name})
+		}
+	default:
+		t.Fatalf("backendtest: unknown backend %q", backend)
+	}
+	return func(t *testing.T) distlock.Locker {
+		t.Helper()
+		l, err := open(t)
+		if err != nil {
+			t.Fatalf("backendtest: %s locker: %v", backend, err)
+		}
+		if c, ok := l.(distlock.Closer); ok {
+			t.Cleanup(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				if err := c.Close(ctx); err != nil {
+					t.Errorf("backendtest: close %s locker: %v", backend, err)
+				}
+			})
+		}
+		return l
+	}
+}
+
+// source returns one token sequence on a fresh schema of the test
+// PostgreSQL, shared by the Lockers of a test.
+func source(t *testing.T) fenced.Source {
+	t.Helper()
+	pool := testkit.Postgres(t)
+	if err := fencedpg.CreateSequence(t.Context(), pool); err != nil {
+		t.Fatal(err)
+	}
+	src, err := fencedpg.NewSequence(pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return src
+}
+
+// Each runs fn as a parallel-safe subtest per backend.
+func Each(t *testing.T, fn func(t *testing.T, backend string, newLocker distlocktest.NewLocker)) {
+	for _, b := range Backends {
+		t.Run(b, func(t *testing.T) { fn(t, b, New(t, b)) })
+	}
+}
