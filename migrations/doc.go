@@ -30,7 +30,9 @@
 //     saga instances concurkit_sagas (sagapg.Store, sagamysql.Store)
 //     (version 4); on PostgreSQL only, the unlogged rate-limit tables
 //     concurkit_ratelimit_windows and concurkit_ratelimit_gcra
-//     (ratelimit/ratelimitpg, version 5). Its history table is
+//     (ratelimit/ratelimitpg, version 5); on PostgreSQL only, the
+//     leader-election board concurkit_elections (electionpg.Board,
+//     version 6). Its history table is
 //     HistoryTable, concurkit_schema_migrations. It never creates, alters or
 //     drops a table of yours. Future toolkit objects join this set as new
 //     versions.

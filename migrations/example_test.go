@@ -61,7 +61,7 @@ func ExampleUp() {
 	}
 	version, dirty, err := migrations.Version(ctx, migrations.Postgres, dsn)
 	fmt.Println(version, dirty, err)
-	// Output: 5 false <nil>
+	// Output: 6 false <nil>
 }
 
 func ExampleDown() {
@@ -138,6 +138,7 @@ func ExampleObjects() {
 	// table concurkit_sagas
 	// table concurkit_ratelimit_windows
 	// table concurkit_ratelimit_gcra
+	// table concurkit_elections
 	// history table concurkit_schema_migrations
 }
 

@@ -56,6 +56,8 @@ func Objects(d Dialect) ([]Object, error) {
 			{"table", "concurkit_ratelimit_windows", "fixed-window counters of ratelimitpg (unlogged)"},
 			{"table", "concurkit_ratelimit_gcra", "GCRA arrival times of ratelimitpg (unlogged)"},
 		},
+		// 0006, PostgreSQL only for now.
+		[]Object{{"table", "concurkit_elections", "leader-election board of electionpg.Board: the latest leader's term and value per election"}},
 	), nil
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/concurkit/concurkit"
 	"github.com/concurkit/concurkit/distlock"
+	"github.com/concurkit/concurkit/distlock/election"
 	"github.com/concurkit/concurkit/fenced"
 )
 
@@ -70,6 +71,9 @@ type Options struct {
 	// (testkit.Postgres: CONCURKIT_POSTGRES_URL, else the scripts' default
 	// port; the test is skipped, or fails with CI=true, if there is none).
 	Store func(t *testing.T) Store
+	// Board returns the election board of the Election suite. Nil: an
+	// electionpg.Board on a fresh schema of the test PostgreSQL.
+	Board func(t *testing.T) election.Board
 	// WaitTimeout bounds every blocking Acquire (a guard against hangs,
 	// not a speed assertion). Zero: 30s.
 	WaitTimeout time.Duration
@@ -99,6 +103,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Store == nil {
 		o.Store = func(t *testing.T) Store { return PostgresStore(t, postgres(t)) }
+	}
+	if o.Board == nil {
+		o.Board = PostgresBoard
 	}
 	if o.WaitTimeout == 0 {
 		o.WaitTimeout = 30 * time.Second

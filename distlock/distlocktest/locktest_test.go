@@ -214,7 +214,9 @@ func runSuite(t *testing.T, f flaw) {
 			return ignoresTokens{distlocktest.PostgresStore(t, testkit.Postgres(t))}
 		}
 	}
-	distlocktest.Run(t, func(t *testing.T) distlock.Locker { return &memLocker{s: s, flaw: f} }, opts)
+	newLocker := func(t *testing.T) distlock.Locker { return &memLocker{s: s, flaw: f} }
+	distlocktest.Run(t, newLocker, opts)
+	t.Run("Election", func(t *testing.T) { distlocktest.Election(t, newLocker, opts) })
 }
 
 func TestSuiteOnReferenceLocker(t *testing.T) { runSuite(t, correct) }
@@ -258,6 +260,10 @@ func TestSuiteCatchesFlawedLockers(t *testing.T) {
 		{overlap, "MutualExclusion", `two holders inside the critical section|Release: distlock: lease lost`},
 		{lateTake, "CancelWhileWaiting", `the waiter left state behind`},
 		{closeKeeps, "Close", `Close returned but the lease it released still has a live context`},
+		// The election suite: a term is a token, and a leader a holder.
+		{flatTokens, "Election/OneLeader", `terms must strictly increase`},
+		{overlap, "Election/OneLeader", `elected while 1 others lead|Resign: distlock: lease lost`},
+		{longValidity, "Election/Deposed", `when the successor was elected: the previous holder's lease is still Valid`},
 	} {
 		t.Run(string(tc.flaw)+"/"+tc.test, func(t *testing.T) {
 			t.Parallel()

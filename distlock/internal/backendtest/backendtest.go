@@ -6,6 +6,9 @@ package backendtest
 
 import (
 	"context"
+	"errors"
+	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,6 +29,19 @@ import (
 
 // Backends names every lock backend, in the order tests run them.
 var Backends = []string{"etcd", "zookeeper", "postgres", "redis", "redlock", "dynamodb"}
+
+// Options returns the distlocktest.Options that fit backend: its
+// ShortTTL and, for ZooKeeper (whose leases live as long as the client's
+// session, renewed or not), an Expire that cuts the holder's Locker off
+// the servers until its lease ends, as a paused process would be; the
+// server then expires the session and frees the lock.
+func Options(backend string) distlocktest.Options {
+	o := distlocktest.Options{ShortTTL: ShortTTL(backend)}
+	if backend == "zookeeper" {
+		o.Expire = expireZK
+	}
+	return o
+}
 
 // ShortTTL is the shortest TTL each backend honours (etcd rounds up to
 // whole seconds; ZooKeeper's session timeout is at least 2 ticks of 1 s
@@ -55,7 +71,14 @@ func New(t *testing.T, backend string) distlocktest.NewLocker {
 		}
 	case "zookeeper":
 		servers, root := testkit.ZooKeeper(t)
-		open = func(t *testing.T) (distlock.Locker, error) { return zklock.New(servers, &zklock.Config{Root: root}) }
+		open = func(t *testing.T) (distlock.Locker, error) {
+			net := &cuttable{}
+			l, err := zklock.New(servers, &zklock.Config{Root: root, Dialer: net.dial})
+			if err != nil {
+				return nil, err
+			}
+			return zkLocker{l, net}, nil
+		}
 	case "postgres":
 		url := testkit.PostgresServerURL(t)
 		open = func(t *testing.T) (distlock.Locker, error) { return pglock.New(testkit.PostgresPoolFor(t, url), nil) }
@@ -124,5 +147,83 @@ func source(t *testing.T) fenced.Source {
 func Each(t *testing.T, fn func(t *testing.T, backend string, newLocker distlocktest.NewLocker)) {
 	for _, b := range Backends {
 		t.Run(b, func(t *testing.T) { fn(t, b, New(t, b)) })
+	}
+}
+
+// zkLocker is a zklock.Locker whose connections can be cut; it records
+// which cuttable each of its leases runs over (in sessions), for
+// expireZK.
+type zkLocker struct {
+	*zklock.Locker
+	net *cuttable
+}
+
+// sessions maps a ZooKeeper lease to the cuttable of its Locker. Leases
+// are unique pointers: the map only grows during a test binary's life.
+var sessions sync.Map
+
+func (l zkLocker) Acquire(ctx context.Context, key string, o *distlock.Options) (distlock.Lease, error) {
+	ls, err := l.Locker.Acquire(ctx, key, o)
+	if err == nil {
+		sessions.Store(ls, l.net)
+	}
+	return ls, err
+}
+
+func (l zkLocker) TryAcquire(ctx context.Context, key string, o *distlock.Options) (distlock.Lease, error) {
+	ls, err := l.Locker.TryAcquire(ctx, key, o)
+	if err == nil {
+		sessions.Store(ls, l.net)
+	}
+	return ls, err
+}
+
+func expireZK(t *testing.T, l distlock.Lease) {
+	t.Helper()
+	v, ok := sessions.Load(l)
+	if !ok {
+		t.Fatal("backendtest: Expire of a lease no zookeeper Locker of backendtest made")
+	}
+	c := v.(*cuttable)
+	c.cut(true)
+	defer c.cut(false)
+	select {
+	case <-l.Context().Done():
+	case <-time.After(time.Minute):
+		t.Fatal("backendtest: a zookeeper lease cut off its servers did not end within a minute")
+	}
+}
+
+// cuttable dials TCP connections that cut(true) closes, refusing new ones
+// until cut(false).
+type cuttable struct {
+	mu      sync.Mutex
+	blocked bool
+	conns   []net.Conn
+}
+
+func (c *cuttable) dial(network, addr string, timeout time.Duration) (net.Conn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.blocked {
+		return nil, errors.New("backendtest: partitioned")
+	}
+	conn, err := net.DialTimeout(network, addr, timeout)
+	if err != nil {
+		return nil, err
+	}
+	c.conns = append(c.conns, conn)
+	return conn, nil
+}
+
+func (c *cuttable) cut(on bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.blocked = on
+	if on {
+		for _, conn := range c.conns {
+			_ = conn.Close()
+		}
+		c.conns = nil
 	}
 }
