@@ -16,6 +16,11 @@
 //     order and reports lost updates, stale writes (a lower token accepted
 //     after a higher one), lost acknowledgements, phantoms and a final value
 //     that disagrees with the log.
+//   - election: every client campaigns in one election (distlock/election,
+//     same backends as counter); the leader increments the counter with its
+//     term as the fencing token for as long as its term holds. The
+//     counter's checks apply, and the report notes the failovers (changes
+//     of term) and how long the counter stood still at each (p50/p99/max).
 //   - register: read, write and compare-and-set on a few keys through the
 //     optimistic adapters (postgres, mysql, dynamodb), checked for
 //     linearizability with porcupine, per key and time-bounded; the

@@ -162,6 +162,7 @@ type workload interface {
 
 var workloads = map[string]workload{
 	"counter":    counterWorkload{},
+	"election":   electionWorkload{},
 	"register":   registerWorkload{},
 	"idempotent": idempotentWorkload{},
 	"ratelimit":  ratelimitWorkload{},

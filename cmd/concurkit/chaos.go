@@ -27,7 +27,9 @@ there, or its verdict on the safe run means nothing.
 
 Workloads: counter (a lock lease, read, write + 1 through fencing tokens;
 backends redis, redlock, zookeeper, etcd, dynamodb, postgres; the counter lives
-in PostgreSQL), register (read/write/cas per key through the optimistic
+in PostgreSQL), election (every client campaigns; the leader increments the
+counter with its term as the token; same backends; failover times noted),
+register (read/write/cas per key through the optimistic
 adapters, checked for linearizability with porcupine), idempotent (HTTP
 requests with idempotency keys, cancelled and retried; postgres, mysql,
 dynamodb for both), ratelimit (a fixed-window limiter; redis, postgres),
