@@ -32,7 +32,7 @@ func exampleURL() string {
 }
 
 // examplePool returns a pool on a new schema holding the toolkit's
-// election board and a jobs table with a fencing-token column, and a
+// election board and a totals table with a fencing-token column, and a
 // function that drops it.
 func examplePool(ctx context.Context) (*pgxpool.Pool, func(), error) {
 	admin, err := pgx.Connect(ctx, exampleURL())
@@ -65,7 +65,7 @@ func examplePool(ctx context.Context) (*pgxpool.Pool, func(), error) {
 		return nil, nil, err
 	}
 	if _, err := pool.Exec(ctx, string(board)+`;
-		CREATE TABLE jobs (id text PRIMARY KEY, ran_by text NOT NULL, max_seen_token bigint NOT NULL DEFAULT 0)`); err != nil {
+		CREATE TABLE totals (id text PRIMARY KEY, ran_by text NOT NULL, max_seen_token bigint NOT NULL DEFAULT 0)`); err != nil {
 		pool.Close()
 		drop()
 		return nil, nil, err
@@ -110,15 +110,15 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	term, err := e.Campaign(ctx, "10.0.0.7:8080")
-	if err != nil {
-		fmt.Println(err)
+	term, err := e.Campaign(ctx, "10.0.0.7:8080") // blocks until elected; proclaims the address
+	if err == nil { // lead: write with the term; stop when term.Context() ends
+		err = fencedpg.Write(term.Context(), pool, fenced.Table{Name: "totals"}, "nightly", term.Number(),
+			map[string]any{"ran_by": "10.0.0.7"})
+	}
+	fmt.Println("write:", err)
+	if term == nil {
 		return
 	}
-	// Lead: write with the term; stop when term.Context() ends.
-	err = fencedpg.Write(term.Context(), pool, fenced.Table{Name: "jobs"}, "nightly", term.Number(),
-		map[string]any{"ran_by": "10.0.0.7"})
-	fmt.Println("write:", err)
 	leader, err := e.Leader(ctx)
 	fmt.Println("leader:", leader.Value, leader.Term == term.Number(), err)
 	if err := term.Resign(ctx); err != nil {
@@ -168,7 +168,7 @@ func ExampleElection_Lead() {
 				}
 				defer finish()
 				runs.Add(1)
-				return fencedpg.Write(ctx, pool, fenced.Table{Name: "jobs"}, "nightly", term.Number(),
+				return fencedpg.Write(ctx, pool, fenced.Table{Name: "totals"}, "nightly", term.Number(),
 					map[string]any{"ran_by": fmt.Sprint("worker ", w)})
 			})
 			if err != nil && jobDone.Err() == nil {
@@ -178,7 +178,7 @@ func ExampleElection_Lead() {
 	}
 	wg.Wait()
 	var rows int
-	if err := pool.QueryRow(ctx, "SELECT count(*) FROM jobs").Scan(&rows); err != nil {
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM totals").Scan(&rows); err != nil {
 		fmt.Println(err)
 		return
 	}
