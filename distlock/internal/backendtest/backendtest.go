@@ -83,18 +83,18 @@ func New(t *testing.T, backend string) distlocktest.NewLocker {
 		url := testkit.PostgresServerURL(t)
 		open = func(t *testing.T) (distlock.Locker, error) { return pglock.New(testkit.PostgresPoolFor(t, url), nil) }
 	case "redis":
-		addr, src := testkit.RedisAddr(t), source(t)
+		addr, src := testkit.RedisAddr(t), &sources{}
 		open = func(t *testing.T) (distlock.Locker, error) {
-			return redislock.New(testkit.RedisClient(t, addr, ""), &redislock.Config{Source: src, FenceTTL: time.Minute})
+			return redislock.New(testkit.RedisClient(t, addr, ""), &redislock.Config{Source: src.get(t), FenceTTL: time.Minute})
 		}
 	case "redlock":
-		addrs, src := testkit.RedlockAddrs(t), source(t)
+		addrs, src := testkit.RedlockAddrs(t), &sources{}
 		open = func(t *testing.T) (distlock.Locker, error) {
 			nodes := make([]*goredis.Client, len(addrs))
 			for i, a := range addrs {
 				nodes[i] = testkit.RedisClient(t, a, "")
 			}
-			return redlock.New(nodes, &redlock.Config{Source: src, FenceTTL: time.Minute})
+			return redlock.New(nodes, &redlock.Config{Source: src.get(t), FenceTTL: time.Minute})
 		}
 	case "dynamodb":
 		c, prefix := testkit.DynamoDB(t)
@@ -126,6 +126,33 @@ func New(t *testing.T, backend string) distlocktest.NewLocker {
 		}
 		return l
 	}
+}
+
+// sources gives the Lockers of one (sub)test one token source, made in
+// that test: its pool is closed when the test ends, before the suite's
+// goroutine-leak check, not at the end of the parent test.
+type sources struct {
+	mu  sync.Mutex
+	src map[*testing.T]fenced.Source
+}
+
+func (s *sources) get(t *testing.T) fenced.Source {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if src, ok := s.src[t]; ok {
+		return src
+	}
+	if s.src == nil {
+		s.src = map[*testing.T]fenced.Source{}
+	}
+	src := source(t)
+	s.src[t] = src
+	t.Cleanup(func() {
+		s.mu.Lock()
+		delete(s.src, t)
+		s.mu.Unlock()
+	})
+	return src
 }
 
 // source returns one token sequence on a fresh schema of the test
