@@ -110,8 +110,9 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	term, err := e.Campaign(ctx, "10.0.0.7:8080") // blocks until elected; proclaims the address
-	if err == nil {                               // lead: write with the term; stop when term.Context() ends
+	// Campaign blocks until elected, then proclaims the address on the board.
+	term, err := e.Campaign(ctx, "10.0.0.7:8080")
+	if err == nil { // lead: write with the term; stop when term.Context() ends
 		err = fencedpg.Write(term.Context(), pool, fenced.Table{Name: "totals"}, "nightly", term.Number(),
 			map[string]any{"ran_by": "10.0.0.7"})
 	}
