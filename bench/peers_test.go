@@ -27,6 +27,10 @@ package bench_test
 //	            pessimisticpg.InTx around the same statements
 //	            (impl=concurkit) and with LockRows first
 //	            (impl=concurkit+lockrows, one statement more)
+//	election-etcd       etcd concurrency.Election Campaign+Resign;
+//	                    distlock/election on etcdlock
+//	election-zookeeper  go-zookeeper's Lock used as an election;
+//	                    distlock/election on zklock
 //
 // Every operation is uncontended (one goroutine): the pairs measure what
 // each implementation adds to the same round trips, not lock handover.
@@ -52,6 +56,7 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/concurkit/concurkit/distlock"
+	"github.com/concurkit/concurkit/distlock/election"
 	"github.com/concurkit/concurkit/distlock/etcdlock"
 	"github.com/concurkit/concurkit/distlock/pglock"
 	"github.com/concurkit/concurkit/distlock/redislock"
@@ -77,6 +82,76 @@ func BenchmarkPeers(b *testing.B) {
 	b.Run("fenced", benchPeersFenced)
 	b.Run("optimistic", benchPeersOptimistic)
 	b.Run("forupdate", benchPeersForUpdate)
+	b.Run("election-etcd", benchPeersElectionEtcd)
+	b.Run("election-zookeeper", benchPeersElectionZooKeeper)
+}
+
+// campaignOp is one uncontended Campaign + Resign of a concurkit
+// election (no board: the lock and its term only, as the peers give).
+func campaignOp(l distlock.Locker, name string) func(ctx context.Context) error {
+	e, err := election.New(l, name, &election.Config{TTL: peerTTL})
+	if err != nil {
+		return func(context.Context) error { return err }
+	}
+	return func(ctx context.Context) error {
+		term, err := e.Campaign(ctx, "me")
+		if err != nil {
+			return err
+		}
+		return term.Resign(ctx)
+	}
+}
+
+// election-etcd: etcd's concurrency.Election (Campaign + Resign on one
+// Session, the leader's revision as its would-be token) beside
+// distlock/election on etcdlock.
+func benchPeersElectionEtcd(b *testing.B) {
+	c, prefix := testkit.Etcd(b)
+	s, err := concurrency.NewSession(c, concurrency.WithTTL(int(peerTTL/time.Second)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = s.Close() })
+	l, err := etcdlock.New(c, &etcdlock.Config{Prefix: prefix + "ck/"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	peer := concurrency.NewElection(s, prefix+"peer")
+	runPeers(b,
+		impl{"peer", func(ctx context.Context) error {
+			if err := peer.Campaign(ctx, "me"); err != nil {
+				return err
+			}
+			if peer.Rev() <= 0 {
+				return fmt.Errorf("etcd election: no revision")
+			}
+			return peer.Resign(ctx)
+		}},
+		impl{"concurkit", campaignOp(l, "leader")},
+	)
+}
+
+// election-zookeeper: the election a go-zookeeper user writes (its Lock
+// recipe: the lowest sequential node leads) beside distlock/election on
+// zklock.
+func benchPeersElectionZooKeeper(b *testing.B) {
+	servers, root := testkit.ZooKeeper(b)
+	conn := testkit.ZooKeeperConn(b, servers)
+	peer := zk.NewLock(conn, root+"/peer-leader", zk.WorldACL(zk.PermAll))
+	l, err := zklock.New(servers, &zklock.Config{Root: root + "/ck"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = l.Close(context.Background()) })
+	runPeers(b,
+		impl{"peer", func(context.Context) error {
+			if err := peer.Lock(); err != nil {
+				return err
+			}
+			return peer.Unlock()
+		}},
+		impl{"concurkit", campaignOp(l, "leader")},
+	)
 }
 
 // lockOp is one Acquire + Release of a concurkit Locker.
