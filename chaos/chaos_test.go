@@ -45,6 +45,7 @@ func TestChaos(t *testing.T) {
 		// long enough that a pause usually lands between read and write.
 		{"counter", "redis", "incr/ok", counterNemeses, counterOptions},
 		{"election", "postgres", "incr/ok", counterNemeses, counterOptions},
+		{"semaphore", "postgres", "incr/ok", counterNemeses, counterOptions},
 		{"ratelimit", "redis", "allow/ok", nil, nil},
 		{"register", "mysql", "cas/ok", nil, map[string]string{"sql_mode": "SIMULTANEOUS_ASSIGNMENT"}},
 	} {

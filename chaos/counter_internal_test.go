@@ -94,3 +94,33 @@ func TestCheckCounters(t *testing.T) {
 		t.Fatalf("anomalies %v: %+v", r.Counts, r.Anomalies)
 	}
 }
+
+// TestHandovers: a change of token in a key's log is a handover, timed
+// from the last acknowledged write of the old token to the first of the
+// new; an unanswered write has no time and is skipped on either side.
+func TestHandovers(t *testing.T) {
+	ops := []Op{
+		{Process: 1, Seq: 1, Kind: "incr", Outcome: OK, Return: 100},
+		{Process: 1, Seq: 2, Kind: "incr", Outcome: OK, Return: 200},
+		{Process: 2, Seq: 1, Kind: "incr", Outcome: Unknown}, // committed, unanswered
+		{Process: 2, Seq: 2, Kind: "incr", Outcome: OK, Return: 1200},
+		{Process: 3, Seq: 1, Kind: "incr", Outcome: OK, Return: 5200},
+	}
+	log := []logRow{
+		{Key: "c0", Process: 1, Seq: 1, Token: 5},
+		{Key: "c0", Process: 1, Seq: 2, Token: 5},
+		{Key: "c0", Process: 2, Seq: 1, Token: 7},
+		{Key: "c0", Process: 2, Seq: 2, Token: 7},
+		{Key: "c0", Process: 3, Seq: 1, Token: 9},
+	}
+	gaps, changes := handovers(ops, log)
+	if changes != 2 || !slices.Equal(gaps, []int64{1000, 4000}) {
+		t.Fatalf("handovers = %v, %d; want [1000 4000], 2", gaps, changes)
+	}
+	if got := quantiles(nil); got != "none timed" {
+		t.Errorf("quantiles(nil) = %q", got)
+	}
+	if got := quantiles([]int64{4e6, 1e6}); got != "p50 4ms, p99 4ms, max 4ms (2 timed)" {
+		t.Errorf("quantiles = %q", got)
+	}
+}

@@ -21,6 +21,11 @@
 //     term as the fencing token for as long as its term holds. The
 //     counter's checks apply, and the report notes the failovers (changes
 //     of term) and how long the counter stood still at each (p50/p99/max).
+//   - semaphore: clients take one of N permits (distlock/semaphore, same
+//     backends; Options "keys", default 3) and increment that permit's
+//     counter with the permit's token; the counter's checks per permit
+//     mean never more than N holders with accepted writes. The report
+//     notes the permits' handovers and how long each took.
 //   - register: read, write and compare-and-set on a few keys through the
 //     optimistic adapters (postgres, mysql, dynamodb), checked for
 //     linearizability with porcupine, per key and time-bounded; the

@@ -107,46 +107,52 @@ func (w electionWorkload) check(ctx context.Context, e *env, ops []Op) (*Report,
 	return r, nil
 }
 
-// failovers describes the changes of term in log (accepted increments in
-// commit order): how many, and the time from the last acknowledged write
-// of one term to the first of the next (p50, p99, max). Writes whose
-// answer the client never got have no time and are left out.
+// failovers describes the changes of term in log (accepted increments
+// in commit order): how many, and the time from the last acknowledged
+// write of one term to the first of the next (p50, p99, max).
 func failovers(ops []Op, log []logRow) string {
+	gaps, changes := handovers(ops, log)
+	return fmt.Sprintf("failovers: %d changes of term; last write of a term to the next term's first: %s", changes, quantiles(gaps))
+}
+
+// handovers returns, for log (one key's accepted increments in commit
+// order), the number of changes of token and the nanoseconds from the
+// last acknowledged write of one token to the first of the next. Writes
+// whose answer the client never got have no time and are left out.
+func handovers(ops []Op, log []logRow) (gaps []int64, changes int) {
 	at := map[[2]int64]int64{}
 	for _, op := range ops {
 		if op.Kind == "incr" && op.Outcome == OK {
 			at[[2]int64{int64(op.Process), op.Seq}] = op.Return
 		}
 	}
-	var (
-		gaps         []time.Duration
-		lastTok      int64
-		lastAt       int64
-		changes      int
-		pendingSince int64 // the last timed write of the previous term, at a change
-	)
+	var lastTok, lastAt, since int64
 	for _, row := range log {
-		t, timed := at[[2]int64{int64(row.Process), row.Seq}]
-		if row.Token != lastTok && lastTok != 0 {
-			changes++
-			pendingSince = lastAt
-		}
 		if row.Token != lastTok {
+			if lastTok != 0 {
+				changes++
+				since = lastAt
+			}
 			lastTok = row.Token
 		}
-		if timed {
-			if pendingSince != 0 && t > pendingSince {
-				gaps = append(gaps, time.Duration(t-pendingSince))
+		if t, timed := at[[2]int64{int64(row.Process), row.Seq}]; timed {
+			if since != 0 && t > since {
+				gaps = append(gaps, t-since)
 			}
-			pendingSince = 0
-			lastAt = t
+			since, lastAt = 0, t
 		}
 	}
+	return gaps, changes
+}
+
+// quantiles formats p50, p99 and max of gaps (nanoseconds).
+func quantiles(gaps []int64) string {
 	if len(gaps) == 0 {
-		return fmt.Sprintf("failovers: %d changes of term, none timed", changes)
+		return "none timed"
 	}
 	slices.Sort(gaps)
-	q := func(p float64) time.Duration { return gaps[min(len(gaps)-1, int(p*float64(len(gaps))))] }
-	return fmt.Sprintf("failovers: %d changes of term; last write of a term to the next term's first: p50 %v, p99 %v, max %v (%d timed)",
-		changes, q(0.50).Round(time.Millisecond), q(0.99).Round(time.Millisecond), gaps[len(gaps)-1].Round(time.Millisecond), len(gaps))
+	q := func(p float64) time.Duration {
+		return time.Duration(gaps[min(len(gaps)-1, int(p*float64(len(gaps))))]).Round(time.Millisecond)
+	}
+	return fmt.Sprintf("p50 %v, p99 %v, max %v (%d timed)", q(0.50), q(0.99), time.Duration(gaps[len(gaps)-1]).Round(time.Millisecond), len(gaps))
 }

@@ -167,6 +167,7 @@ var workloads = map[string]workload{
 	"idempotent": idempotentWorkload{},
 	"ratelimit":  ratelimitWorkload{},
 	"saga":       sagaWorkload{},
+	"semaphore":  semaphoreWorkload{},
 	"messages":   messagesWorkload{},
 }
 

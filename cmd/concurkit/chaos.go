@@ -29,6 +29,7 @@ Workloads: counter (a lock lease, read, write + 1 through fencing tokens;
 backends redis, redlock, zookeeper, etcd, dynamodb, postgres; the counter lives
 in PostgreSQL), election (every client campaigns; the leader increments the
 counter with its term as the token; same backends; failover times noted),
+semaphore (N permits, a fenced counter per permit; same backends),
 register (read/write/cas per key through the optimistic
 adapters, checked for linearizability with porcupine), idempotent (HTTP
 requests with idempotency keys, cancelled and retried; postgres, mysql,
