@@ -32,6 +32,15 @@
 // PostgresStore on the test PostgreSQL (see package testkit for where it
 // is found).
 //
+// The recipes built on a Locker have suites of their own, which check the
+// recipe and, through it, the Locker: Election (package
+// distlock/election: one leader at a time, strictly increasing terms, a
+// deposed leader fenced out of storage and off the board, Lead, Observe),
+// Semaphore (distlock/semaphore: never more than N holders, per-permit
+// tokens, a dead holder's permit reused), MultiLock (distlock/multilock:
+// overlapping sets never held at once and never deadlocked, rollback on
+// cancellation, per-key fencing). concurkit runs each on all six backends.
+//
 // The suite is itself tested: its own tests run it, in a child process,
 // on reference lockers with one deliberate flaw each (validity 2×TTL,
 // Release deleting a successor's lock, tokens not increasing, no hooks, a
