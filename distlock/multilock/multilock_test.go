@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -17,9 +16,7 @@ import (
 	"github.com/concurkit/concurkit/distlock/distlocktest"
 	"github.com/concurkit/concurkit/distlock/internal/backendtest"
 	"github.com/concurkit/concurkit/distlock/multilock"
-	"github.com/concurkit/concurkit/distlock/zklock"
 	"github.com/concurkit/concurkit/fenced"
-	"github.com/concurkit/concurkit/testkit"
 )
 
 // overlapDuration is how long TestOverlap runs the overlap check on each
@@ -34,15 +31,11 @@ var overlapDuration = flag.Duration("multilock.duration", distlocktest.DefaultOv
 // expires (zkExpiry).
 func TestConformance(t *testing.T) {
 	backendtest.Each(t, func(t *testing.T, backend string, newLocker distlocktest.NewLocker) {
-		opts := distlocktest.Options{ShortTTL: backendtest.ShortTTL(backend)}
-		expiring := newLocker
-		if backend == "zookeeper" {
-			expiring, opts.Expire = zkExpiry(t)
-		}
+		opts := backendtest.Options(backend)
 		t.Run("BadInput", func(t *testing.T) { distlocktest.MultiLockBadInput(t, newLocker, opts) })
 		t.Run("TryAcquireHeld", func(t *testing.T) { distlocktest.MultiLockTryAcquireHeld(t, newLocker, opts) })
 		t.Run("CancelMidSet", func(t *testing.T) { distlocktest.MultiLockCancelMidSet(t, newLocker, opts) })
-		t.Run("Fencing", func(t *testing.T) { distlocktest.MultiLockFencing(t, expiring, opts) })
+		t.Run("Fencing", func(t *testing.T) { distlocktest.MultiLockFencing(t, newLocker, opts) })
 	})
 }
 
@@ -52,112 +45,6 @@ func TestOverlap(t *testing.T) {
 	backendtest.Each(t, func(t *testing.T, backend string, newLocker distlocktest.NewLocker) {
 		distlocktest.MultiLockOverlap(t, newLocker, distlocktest.Options{}, *overlapDuration)
 	})
-}
-
-// cutNet dials through connections it can cut: a partitioned ZooKeeper
-// client looks to the servers like a paused process.
-type cutNet struct {
-	mu    sync.Mutex
-	cut   bool
-	conns []net.Conn
-}
-
-func (n *cutNet) Dial(network, addr string, timeout time.Duration) (net.Conn, error) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.cut {
-		return nil, errors.New("cutNet: partitioned")
-	}
-	c, err := net.DialTimeout(network, addr, timeout)
-	if err == nil {
-		n.conns = append(n.conns, c)
-	}
-	return c, err
-}
-
-// partition cuts every connection and refuses new ones; it reports
-// whether the network was whole.
-func (n *cutNet) partition() bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	was := n.cut
-	n.cut = true
-	for _, c := range n.conns {
-		_ = c.Close()
-	}
-	n.conns = nil
-	return !was
-}
-
-func (n *cutNet) heal() {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.cut = false
-}
-
-// netLocker is a zklock Locker that remembers the network of its leases.
-type netLocker struct {
-	*zklock.Locker
-	net  *cutNet
-	nets *sync.Map // distlock.Lease → *cutNet
-}
-
-func (l netLocker) Acquire(ctx context.Context, key string, o *distlock.Options) (distlock.Lease, error) {
-	ls, err := l.Locker.Acquire(ctx, key, o)
-	if err == nil {
-		l.nets.Store(ls, l.net)
-	}
-	return ls, err
-}
-
-func (l netLocker) TryAcquire(ctx context.Context, key string, o *distlock.Options) (distlock.Lease, error) {
-	ls, err := l.Locker.TryAcquire(ctx, key, o)
-	if err == nil {
-		l.nets.Store(ls, l.net)
-	}
-	return ls, err
-}
-
-// zkExpiry returns a factory of zklock Lockers on a fresh root, each
-// dialing through a network of its own, and an Expire that cuts the
-// holder's network: its lease ends when the client gives the connection
-// up, and the server expires the session (and deletes its lock nodes)
-// after the session timeout, which the successor's Acquire waits for.
-// The network is healed when the test ends, before its Lockers close.
-func zkExpiry(t *testing.T) (distlocktest.NewLocker, func(*testing.T, distlock.Lease)) {
-	servers, root := testkit.ZooKeeper(t)
-	nets := &sync.Map{}
-	newLocker := func(t *testing.T) distlock.Locker {
-		n := &cutNet{}
-		l, err := zklock.New(servers, &zklock.Config{Root: root, Dialer: n.Dial})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			if err := l.Close(ctx); err != nil {
-				t.Errorf("close zookeeper locker: %v", err)
-			}
-		})
-		return netLocker{Locker: l, net: n, nets: nets}
-	}
-	expire := func(t *testing.T, ls distlock.Lease) {
-		t.Helper()
-		v, ok := nets.Load(ls)
-		if !ok {
-			t.Fatal("zkExpiry: lease of an unknown locker")
-		}
-		if n := v.(*cutNet); n.partition() {
-			t.Cleanup(n.heal)
-		}
-		select {
-		case <-ls.Context().Done():
-		case <-time.After(time.Minute):
-			t.Fatal("zkExpiry: the partitioned holder's lease did not end within a minute")
-		}
-	}
-	return newLocker, expire
 }
 
 // TestCallerOrderDeadlocks shows why multilock takes keys in canonical

@@ -4,25 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/url"
-	"path"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/go-zookeeper/zk"
 
 	"github.com/concurkit/concurkit"
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/distlocktest"
 	"github.com/concurkit/concurkit/distlock/internal/backendtest"
 	"github.com/concurkit/concurkit/distlock/semaphore"
-	"github.com/concurkit/concurkit/distlock/zklock"
 	"github.com/concurkit/concurkit/fenced"
 	"github.com/concurkit/concurkit/observe"
-	"github.com/concurkit/concurkit/testkit"
 )
 
 // TestConformance runs distlocktest.Semaphore on every lock backend. The
@@ -31,175 +24,13 @@ import (
 // the server frees the key at its TTL, or ends the idle PostgreSQL
 // session), except on ZooKeeper, whose leases last as long as their
 // session: there the holder is cut off from the servers until the server
-// expired its session (see zkPartitioned).
+// expired its session (backendtest.Options).
 func TestConformance(t *testing.T) {
-	backendtest.Each(t, func(t *testing.T, backend string, _ distlocktest.NewLocker) {
-		opts := distlocktest.Options{ShortTTL: backendtest.ShortTTL(backend)}
-		newLocker := perSubtest(backend)
-		if backend == "zookeeper" {
-			newLocker, opts.Expire = zkPartitioned(t)
-		}
+	backendtest.Each(t, func(t *testing.T, backend string, newLocker distlocktest.NewLocker) {
 		start := time.Now()
-		distlocktest.Semaphore(t, newLocker, opts)
+		distlocktest.Semaphore(t, newLocker, backendtest.Options(backend))
 		t.Logf("%s: %v", backend, time.Since(start).Round(time.Millisecond))
 	})
-}
-
-// perSubtest returns a factory of backend's Lockers that opens the
-// backendtest factory (namespace, and the PostgreSQL token source of
-// redislock and redlock) in each test that asks for a Locker, instead of
-// the one Each opens for the whole backend: every suite subtest checks
-// for leaked goroutines when it ends, and a connection the parent's
-// source pool opened during a subtest would outlive it (a pgx reader
-// goroutine, seen on redlock's Exclusion).
-func perSubtest(backend string) distlocktest.NewLocker {
-	var (
-		mu        sync.Mutex
-		factories = map[*testing.T]distlocktest.NewLocker{}
-	)
-	return func(t *testing.T) distlock.Locker {
-		mu.Lock()
-		f, ok := factories[t]
-		if !ok {
-			f = backendtest.New(t, backend)
-			factories[t] = f
-			t.Cleanup(func() {
-				mu.Lock()
-				defer mu.Unlock()
-				delete(factories, t)
-			})
-		}
-		mu.Unlock()
-		return f(t)
-	}
-}
-
-// zkPartitioned returns a factory of zklock Lockers, each dialling through
-// a net of its own that Expire can cut: Expire(lease) cuts the holder's
-// connections and refuses new ones, as for a paused or partitioned
-// process, waits until the holder saw it (its lease context ends) and the
-// server expired the session (the lock node is gone), then heals the net.
-func zkPartitioned(t *testing.T) (distlocktest.NewLocker, func(*testing.T, distlock.Lease)) {
-	servers, root := testkit.ZooKeeper(t)
-	var nets sync.Map // distlock.Lease → *cutNet
-	newLocker := func(t *testing.T) distlock.Locker {
-		n := &cutNet{}
-		l, err := zklock.New(servers, &zklock.Config{Root: root, Dialer: n.dial})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			if err := l.Close(ctx); err != nil {
-				t.Errorf("close zklock Locker: %v", err)
-			}
-		})
-		return &trackedLocker{Locker: l, net: n, leases: &nets}
-	}
-	expire := func(t *testing.T, lease distlock.Lease) {
-		t.Helper()
-		v, ok := nets.Load(lease)
-		if !ok {
-			t.Fatal("Expire: a lease of no zkPartitioned Locker")
-		}
-		n := v.(*cutNet)
-		conn := testkit.ZooKeeperConn(t, servers)
-		n.cut()
-		defer n.heal()
-		select {
-		case <-lease.Context().Done():
-		case <-time.After(time.Minute):
-			t.Fatal("Expire: the holder's lease did not end within a minute of its partition")
-		}
-		dir := path.Join(root, url.PathEscape(lease.Key()))
-		for {
-			children, _, changed, err := conn.ChildrenW(dir)
-			if errors.Is(err, zk.ErrNoNode) { // the key node is gone with it
-				return
-			}
-			if err != nil {
-				t.Fatalf("Expire: children of %s: %v", dir, err)
-			}
-			held := false
-			for _, c := range children {
-				_, st, err := conn.Exists(dir + "/" + c)
-				if err != nil {
-					t.Fatalf("Expire: %s: %v", c, err)
-				}
-				held = held || (st != nil && st.Czxid == int64(lease.Token()))
-			}
-			if !held {
-				return
-			}
-			select {
-			case <-changed:
-			case <-time.After(time.Minute):
-				t.Fatalf("Expire: the lock node of token %d in %s was not deleted within a minute", lease.Token(), dir)
-			}
-		}
-	}
-	return newLocker, expire
-}
-
-// trackedLocker remembers which net each lease it hands out came through.
-type trackedLocker struct {
-	*zklock.Locker
-	net    *cutNet
-	leases *sync.Map
-}
-
-func (l *trackedLocker) Acquire(ctx context.Context, key string, opts *distlock.Options) (distlock.Lease, error) {
-	lease, err := l.Locker.Acquire(ctx, key, opts)
-	if lease != nil {
-		l.leases.Store(lease, l.net)
-	}
-	return lease, err
-}
-
-func (l *trackedLocker) TryAcquire(ctx context.Context, key string, opts *distlock.Options) (distlock.Lease, error) {
-	lease, err := l.Locker.TryAcquire(ctx, key, opts)
-	if lease != nil {
-		l.leases.Store(lease, l.net)
-	}
-	return lease, err
-}
-
-// cutNet is a dialer whose connections can be cut, and new ones refused,
-// until heal.
-type cutNet struct {
-	mu    sync.Mutex
-	down  bool
-	conns []net.Conn
-}
-
-func (n *cutNet) dial(network, addr string, timeout time.Duration) (net.Conn, error) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.down {
-		return nil, errors.New("cutNet: partitioned")
-	}
-	c, err := net.DialTimeout(network, addr, timeout)
-	if err == nil {
-		n.conns = append(n.conns, c)
-	}
-	return c, err
-}
-
-func (n *cutNet) cut() {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.down = true
-	for _, c := range n.conns {
-		_ = c.Close()
-	}
-	n.conns = nil
-}
-
-func (n *cutNet) heal() {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.down = false
 }
 
 // fakeLocker is an in-process Locker whose permits can be made held,

@@ -8,10 +8,13 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/url"
+	"path"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/concurkit/concurkit/distlock"
@@ -72,7 +75,7 @@ func New(t *testing.T, backend string) distlocktest.NewLocker {
 	case "zookeeper":
 		servers, root := testkit.ZooKeeper(t)
 		open = func(t *testing.T) (distlock.Locker, error) {
-			net := &cuttable{}
+			net := &cuttable{servers: servers, root: root}
 			l, err := zklock.New(servers, &zklock.Config{Root: root, Dialer: net.dial})
 			if err != nil {
 				return nil, err
@@ -205,6 +208,10 @@ func (l zkLocker) TryAcquire(ctx context.Context, key string, o *distlock.Option
 	return ls, err
 }
 
+// expireZK cuts the holder's Locker off the servers and refuses its new
+// connections, as for a paused or partitioned process; waits until the
+// holder saw it (its lease context ended) and the server expired its
+// session (its lock node is gone); then heals the network.
 func expireZK(t *testing.T, l distlock.Lease) {
 	t.Helper()
 	v, ok := sessions.Load(l)
@@ -212,6 +219,7 @@ func expireZK(t *testing.T, l distlock.Lease) {
 		t.Fatal("backendtest: Expire of a lease no zookeeper Locker of backendtest made")
 	}
 	c := v.(*cuttable)
+	conn := testkit.ZooKeeperConn(t, c.servers)
 	c.cut(true)
 	defer c.cut(false)
 	select {
@@ -219,11 +227,40 @@ func expireZK(t *testing.T, l distlock.Lease) {
 	case <-time.After(time.Minute):
 		t.Fatal("backendtest: a zookeeper lease cut off its servers did not end within a minute")
 	}
+	dir := path.Join(c.root, url.PathEscape(l.Key()))
+	for {
+		children, _, changed, err := conn.ChildrenW(dir)
+		if errors.Is(err, zk.ErrNoNode) {
+			return
+		}
+		if err != nil {
+			t.Fatalf("backendtest: children of %s: %v", dir, err)
+		}
+		held := false
+		for _, child := range children {
+			_, st, err := conn.Exists(dir + "/" + child)
+			if err != nil {
+				t.Fatalf("backendtest: %s/%s: %v", dir, child, err)
+			}
+			held = held || (st != nil && st.Czxid == int64(l.Token()))
+		}
+		if !held {
+			return
+		}
+		select {
+		case <-changed:
+		case <-time.After(time.Minute):
+			t.Fatalf("backendtest: the lock node of token %d in %s was not deleted within a minute", l.Token(), dir)
+		}
+	}
 }
 
 // cuttable dials TCP connections that cut(true) closes, refusing new ones
 // until cut(false).
 type cuttable struct {
+	servers []string // the ensemble, and the Locker's root: for expireZK
+	root    string
+
 	mu      sync.Mutex
 	blocked bool
 	conns   []net.Conn
