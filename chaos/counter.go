@@ -268,20 +268,28 @@ func (counterWorkload) client(ctx context.Context, c *client) error {
 		acq.Token = int64(lease.Token())
 		c.complete(acq, OK, nil)
 		c.holdAndIncrement(ctx, pool, table, key, lease.Token(), o.think)
-		rel := c.invoke(Op{Kind: "release", Key: key, Token: acq.Token})
-		rctx, cancel := c.opContext(context.WithoutCancel(ctx), opTimeout(c.TTL))
-		err = lease.Release(rctx)
-		cancel()
-		switch {
-		case err == nil:
-			c.complete(rel, OK, nil)
-		case errors.Is(err, distlock.ErrLeaseLost):
-			c.complete(rel, Fail, err)
-		default:
-			c.complete(rel, Unknown, err)
-		}
+		c.release(ctx, key, acq.Token, lease.Release)
 	}
 	return nil
+}
+
+// release runs fn (a lease's Release, a term's Resign), recorded as a
+// "release" of key with token: OK, Fail when the lease was lost already,
+// Unknown otherwise. Its context outlives ctx's end, bounded as every
+// operation's.
+func (c *client) release(ctx context.Context, key string, token int64, fn func(context.Context) error) {
+	rel := c.invoke(Op{Kind: "release", Key: key, Token: token})
+	rctx, cancel := c.opContext(context.WithoutCancel(ctx), opTimeout(c.TTL))
+	err := fn(rctx)
+	cancel()
+	switch {
+	case err == nil:
+		c.complete(rel, OK, nil)
+	case errors.Is(err, distlock.ErrLeaseLost):
+		c.complete(rel, Fail, err)
+	default:
+		c.complete(rel, Unknown, err)
+	}
 }
 
 // holdAndIncrement is the critical section: read, think, write + 1.

@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -11,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/election"
 	"github.com/concurkit/concurkit/fenced"
 )
@@ -69,18 +67,7 @@ func (electionWorkload) client(ctx context.Context, c *client) error {
 		for term.Valid() && ctx.Err() == nil {
 			c.holdAndIncrement(ctx, pool, table, key, term.Number(), o.think)
 		}
-		rel := c.invoke(Op{Kind: "release", Key: key, Token: acq.Token})
-		rctx, cancel := c.opContext(context.WithoutCancel(ctx), opTimeout(c.TTL))
-		err = term.Resign(rctx)
-		cancel()
-		switch {
-		case err == nil:
-			c.complete(rel, OK, nil)
-		case errors.Is(err, distlock.ErrLeaseLost):
-			c.complete(rel, Fail, err)
-		default:
-			c.complete(rel, Unknown, err)
-		}
+		c.release(ctx, key, acq.Token, term.Resign)
 	}
 	return nil
 }

@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -12,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/semaphore"
 	"github.com/concurkit/concurkit/fenced"
 )
@@ -95,18 +93,7 @@ func (semaphoreWorkload) client(ctx context.Context, c *client) error {
 		for n := 1 + c.rng.IntN(3); n > 0 && ctx.Err() == nil; n-- {
 			c.holdAndIncrement(ctx, pool, table, key, lease.Token(), o.think)
 		}
-		rel := c.invoke(Op{Kind: "release", Key: key, Token: acq.Token})
-		rctx, cancel := c.opContext(context.WithoutCancel(ctx), opTimeout(c.TTL))
-		err = lease.Release(rctx)
-		cancel()
-		switch {
-		case err == nil:
-			c.complete(rel, OK, nil)
-		case errors.Is(err, distlock.ErrLeaseLost):
-			c.complete(rel, Fail, err)
-		default:
-			c.complete(rel, Unknown, err)
-		}
+		c.release(ctx, key, acq.Token, lease.Release)
 	}
 	return nil
 }
