@@ -41,7 +41,7 @@ var stdlibOnly = []string{
 	"idempotency", "idempotency/internal/wire",
 	"inbox", "inbox/internal/spec", "outbox", "outbox/internal/spec",
 	"saga", "hotrow", "durability", "durability/internal/rules", "internal/roundrobin",
-	"distlock/election", "distlock/semaphore", "distlock/multilock",
+	"distlock/election", "distlock/semaphore", "distlock/multilock", "distlock/rwlock",
 }
 
 // allowedDrivers says which third-party families an adapter may compile,

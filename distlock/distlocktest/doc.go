@@ -37,7 +37,9 @@
 // distlock/election: one leader at a time, strictly increasing terms, a
 // deposed leader fenced out of storage and off the board, Lead, Observe),
 // Semaphore (distlock/semaphore: never more than N holders, per-permit
-// tokens, a dead holder's permit reused), MultiLock (distlock/multilock:
+// tokens, a dead holder's permit reused), RWLock (distlock/rwlock:
+// readers overlap, writers exclusive, writer preference, upgrade refused),
+// MultiLock (distlock/multilock:
 // overlapping sets never held at once and never deadlocked, rollback on
 // cancellation, per-key fencing). concurkit runs each on all six backends.
 //
