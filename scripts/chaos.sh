@@ -94,6 +94,15 @@ for b in redis redlock zookeeper etcd dynamodb postgres; do
 		$(servers pg ${lockservers[$b]})
 done
 
+# The lock recipes (chaos/results/recipes): 16 candidates of one election,
+# or 16 clients on 3 permits, paused and killed, faults every 500 ms.
+for b in redis redlock zookeeper etcd dynamodb postgres; do
+	both "election-$b" "$duration" --workload election --backend "$b" --workers 16 --ttl 1s --interval 500ms \
+		--nemesis pause,kill --options think=50ms
+	both "semaphore-$b" "$duration" --workload semaphore --backend "$b" --workers 16 --ttl 1s \
+		--nemesis pause,kill --options think=50ms,keys=3
+done
+
 # The clusters, members frozen and killed (the leader among them, a third
 # of the time).
 CONCURKIT_ETCD_ENDPOINT=$CONCURKIT_ETCD_CLUSTER both counter-etcd-cluster "${CHAOS_SLOW_DURATION:-600s}" \
