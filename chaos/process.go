@@ -316,10 +316,24 @@ func (c *crew) stop(grace time.Duration, killed map[int]bool) error {
 	defer c.mu.Unlock()
 	for _, w := range c.exited {
 		if w.err != nil && !killed[w.id] {
-			errs = append(errs, fmt.Errorf("chaos: worker %d: %w: %s", w.id, w.err, tail(w.errs.String(), 2000)))
+			errs = append(errs, fmt.Errorf("chaos: worker %d: %w: %s", w.id, w.err, excerpt(w.errs.String())))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// excerpt is what a failed worker's stderr shows: a race detector's
+// report from its start (its two stacks say where; its end says little),
+// else the last 2,000 bytes.
+func excerpt(s string) string {
+	if i := strings.Index(s, "WARNING: DATA RACE"); i >= 0 {
+		r := s[i:]
+		if len(r) > 8000 {
+			r = r[:8000] + "…"
+		}
+		return r
+	}
+	return tail(s, 2000)
 }
 
 func tail(s string, n int) string {

@@ -356,8 +356,13 @@ func (l *Locker) attempt(ctx context.Context, key string, o distlock.Options) (d
 		unlockAndDiscard(conn, k)
 		return nil, err
 	}
+	// The pid is read before run starts: from then on run owns conn, and a
+	// session that died at once (its idle timeout passed while this
+	// process was paused) is handed back to the pool by run, which clears
+	// the pool handle (a data race the chaos election workload found).
+	pid := conn.Conn().PgConn().PID()
 	l.bg.Go(func() { s.run(lz) })
-	return &pgLease{l: lz, pid: conn.Conn().PgConn().PID()}, nil
+	return &pgLease{l: lz, pid: pid}, nil
 }
 
 // unlockAndDiscard releases advisory lock k if the session holds it (a
