@@ -267,23 +267,37 @@ func TestSuiteCatchesFlawedLockers(t *testing.T) {
 	} {
 		t.Run(string(tc.flaw)+"/"+tc.test, func(t *testing.T) {
 			t.Parallel()
-			ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, os.Args[0],
-				"-test.run=^TestSuiteOnFlawedLocker$/^"+tc.test+"$", "-test.count=1", "-test.v", "-test.timeout=2m")
-			cmd.Env = append(os.Environ(), flawEnv+"="+string(tc.flaw))
-			out, err := cmd.CombinedOutput()
-			var exit *exec.ExitError
-			if !errors.As(err, &exit) {
-				t.Fatalf("the suite on a locker with flaw %q did not fail (err %v):\n%s", tc.flaw, err, out)
-			}
-			failLine := "--- FAIL: TestSuiteOnFlawedLocker/" + tc.test + " "
-			if !strings.Contains(string(out), failLine) {
-				t.Fatalf("suite test %s did not fail on flaw %q:\n%s", tc.test, tc.flaw, out)
-			}
-			if !regexp.MustCompile(tc.message).Match(out) {
-				t.Fatalf("suite test %s failed on flaw %q without a message matching %q:\n%s", tc.test, tc.flaw, tc.message, out)
-			}
+			catchFlaw(t, "TestSuiteOnFlawedLocker", flawEnv, tc.flaw, tc.test, tc.message)
 		})
 	}
+}
+
+// catchFlaw runs the test child (a Test function of this package that runs
+// a suite on a flawed locker) in a child process with env set to f — a
+// failing suite fails its *testing.T, so it cannot run in this one — and
+// fails t unless the child's subtest test (empty: child itself) failed
+// with output matching the regexp message. It returns the child's output.
+func catchFlaw(t *testing.T, child, env string, f flaw, test, message string) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	run, name := "^"+child+"$", child
+	if test != "" {
+		run += "/^" + strings.ReplaceAll(test, "/", "$/^") + "$"
+		name += "/" + test
+	}
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run="+run, "-test.count=1", "-test.v", "-test.timeout=2m")
+	cmd.Env = append(os.Environ(), env+"="+string(f))
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) {
+		t.Fatalf("%s on a locker with flaw %q did not fail (err %v):\n%s", child, f, err, out)
+	}
+	if !strings.Contains(string(out), "--- FAIL: "+name+" ") {
+		t.Fatalf("%s did not fail on flaw %q:\n%s", name, f, out)
+	}
+	if !regexp.MustCompile(message).Match(out) {
+		t.Fatalf("%s failed on flaw %q without a message matching %q:\n%s", name, f, message, out)
+	}
+	return out
 }

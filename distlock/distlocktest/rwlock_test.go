@@ -2,11 +2,8 @@ package distlocktest_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -122,24 +119,7 @@ func TestRWLockSuiteCatchesFlaws(t *testing.T) {
 	} {
 		t.Run(string(tc.flaw)+"/"+tc.test, func(t *testing.T) {
 			t.Parallel()
-			ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-			defer cancel()
-			run := "^" + strings.ReplaceAll(tc.test, "/", "$/^") + "$"
-			cmd := exec.CommandContext(ctx, os.Args[0],
-				"-test.run=^TestRWLockSuiteOnFlawedLocker$/"+run, "-test.count=1", "-test.v", "-test.timeout=2m")
-			cmd.Env = append(os.Environ(), rwFlawEnv+"="+string(tc.flaw))
-			out, err := cmd.CombinedOutput()
-			var exit *exec.ExitError
-			if !errors.As(err, &exit) {
-				t.Fatalf("the rwlock suite on a locker with flaw %q did not fail (err %v):\n%s", tc.flaw, err, out)
-			}
-			failLine := "--- FAIL: TestRWLockSuiteOnFlawedLocker/" + tc.test + " "
-			if !strings.Contains(string(out), failLine) {
-				t.Fatalf("suite test %s did not fail on flaw %q:\n%s", tc.test, tc.flaw, out)
-			}
-			if !regexp.MustCompile(tc.message).Match(out) {
-				t.Fatalf("suite test %s failed on flaw %q without a message matching %q:\n%s", tc.test, tc.flaw, tc.message, out)
-			}
+			catchFlaw(t, "TestRWLockSuiteOnFlawedLocker", rwFlawEnv, tc.flaw, tc.test, tc.message)
 		})
 	}
 }

@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
-	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/concurkit/concurkit/distlock"
 	"github.com/concurkit/concurkit/distlock/distlocktest"
@@ -87,24 +84,7 @@ func TestSemaphoreSuiteCatchesFlaws(t *testing.T) {
 	} {
 		t.Run(string(tc.flaw)+"/"+tc.test, func(t *testing.T) {
 			t.Parallel()
-			ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-			defer cancel()
-			run := "^" + strings.ReplaceAll(tc.test, "/", "$/^") + "$"
-			cmd := exec.CommandContext(ctx, os.Args[0],
-				"-test.run=^TestSemaphoreSuiteOnFlawedLocker$/"+run, "-test.count=1", "-test.v", "-test.timeout=2m")
-			cmd.Env = append(os.Environ(), semFlawEnv+"="+string(tc.flaw))
-			out, err := cmd.CombinedOutput()
-			var exit *exec.ExitError
-			if !errors.As(err, &exit) {
-				t.Fatalf("the semaphore suite on a locker with flaw %q did not fail (err %v):\n%s", tc.flaw, err, out)
-			}
-			failLine := "--- FAIL: TestSemaphoreSuiteOnFlawedLocker/" + tc.test + " "
-			if !strings.Contains(string(out), failLine) {
-				t.Fatalf("suite test %s did not fail on flaw %q:\n%s", tc.test, tc.flaw, out)
-			}
-			if !regexp.MustCompile(tc.message).Match(out) {
-				t.Fatalf("suite test %s failed on flaw %q without a message matching %q:\n%s", tc.test, tc.flaw, tc.message, out)
-			}
+			catchFlaw(t, "TestSemaphoreSuiteOnFlawedLocker", semFlawEnv, tc.flaw, tc.test, tc.message)
 		})
 	}
 }
