@@ -100,7 +100,18 @@ func (e *pgEnv) setup(ctx context.Context) error {
 }
 
 func (e *pgEnv) drop(ctx context.Context) error {
-	_, err := e.admin.Exec(ctx, fmt.Sprintf(pgDropSchema, e.schema))
+	conn := e.admin
+	if conn.IsClosed() {
+		// pgx closes a connection whose query was cancelled: a run
+		// cancelled during setup or a reset drops its schema on another.
+		c, err := pgx.ConnectConfig(ctx, e.admin.Config())
+		if err != nil {
+			return err
+		}
+		defer c.Close(context.WithoutCancel(ctx))
+		conn = c
+	}
+	_, err := conn.Exec(ctx, fmt.Sprintf(pgDropSchema, e.schema))
 	return err
 }
 
