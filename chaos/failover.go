@@ -102,18 +102,25 @@ func (f *RedisFailover) follow(ctx context.Context, i, p int) error {
 	})
 }
 
-// Failover freezes the replicas for lag (the primary goes on granting
-// locks they never see), kills the primary, promotes the next server,
-// moves the clients there, and brings the old primary back as a replica
-// of it.
+// Failover cuts the replicas off the primary for lag (the primary goes on
+// granting locks they never receive, as asynchronous replication loses
+// what it had not shipped when the primary died), kills the primary,
+// promotes the next server, moves the clients there, and brings the old
+// primary back as a replica of it.
+//
+// The replicas are cut with REPLICAOF NO ONE, not frozen: a frozen
+// replica still has the primary's last writes in its socket buffer and
+// applies them when it resumes, so the locks would survive the failover
+// more often than not.
 func (f *RedisFailover) Failover(ctx context.Context, lag time.Duration, moveClients func(addr string) error) error {
 	old := f.primary
 	next := (old + 1) % len(f.addrs)
-	for i, s := range f.servers {
-		if i != old {
-			if err := s.Signal(syscall.SIGSTOP); err != nil {
-				return err
-			}
+	for i := range f.addrs {
+		if i == old {
+			continue
+		}
+		if err := f.do(ctx, i, func(c *goredis.Client) error { return c.SlaveOf(ctx, "NO", "ONE").Err() }); err != nil {
+			return err
 		}
 	}
 	t := time.NewTimer(lag)
@@ -122,21 +129,12 @@ func (f *RedisFailover) Failover(ctx context.Context, lag time.Duration, moveCli
 	case <-ctx.Done():
 		t.Stop()
 	}
-	killErr := f.servers[old].Signal(syscall.SIGKILL)
-	for i, s := range f.servers {
-		if i != old {
-			_ = s.Signal(syscall.SIGCONT)
-		}
-	}
-	if killErr != nil {
-		return killErr
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), serverDown)
-	defer cancel()
-	if err := f.do(ctx, next, func(c *goredis.Client) error { return c.SlaveOf(ctx, "NO", "ONE").Err() }); err != nil {
+	if err := f.servers[old].Signal(syscall.SIGKILL); err != nil {
 		return err
 	}
 	f.primary = next
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), serverDown)
+	defer cancel()
 	if err := moveClients(f.addrs[next]); err != nil {
 		return err
 	}
@@ -168,7 +166,17 @@ func (n *nemesis) injectFailover(ctx context.Context, f *Fault) error {
 	}
 	return n.failovers[name].Failover(ctx, f.For, func(addr string) error {
 		// Update stops the proxy (closing every connection) and starts it
-		// on the same address, forwarding to the new primary.
-		return px.Update(&toxiproxy.Proxy{Listen: px.Listen, Upstream: addr, Enabled: true})
+		// on the same address, forwarding to the new primary. The port is
+		// below the ephemeral range, but a port probe elsewhere may hold
+		// it for a moment: a proxy left stopped would fail every later
+		// fault.
+		var err error
+		for try := range 5 {
+			if err = px.Update(&toxiproxy.Proxy{Listen: px.Listen, Upstream: addr, Enabled: true}); err == nil || !errors.Is(err, syscall.EADDRINUSE) {
+				return err
+			}
+			time.Sleep(time.Duration(try+1) * 20 * time.Millisecond)
+		}
+		return err
 	})
 }

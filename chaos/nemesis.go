@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/concurkit/concurkit/internal/loopback"
 	"github.com/rs/zerolog"
 )
 
@@ -151,8 +153,8 @@ func startProxies(e Endpoints, systems []string) (*proxies, Endpoints, error) {
 	}
 	p := &proxies{api: toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop()), by: map[string]*toxiproxy.Proxy{}}
 	for _, s := range servers {
-		px := toxiproxy.NewProxy(p.api, s.name, "127.0.0.1:0", s.addr)
-		if err := p.api.Collection.Add(px, true); err != nil {
+		px, err := p.add(s.name, s.addr)
+		if err != nil {
 			p.close()
 			return nil, e, fmt.Errorf("chaos: proxy for %s: %w", s.name, err)
 		}
@@ -161,6 +163,30 @@ func startProxies(e Endpoints, systems []string) (*proxies, Endpoints, error) {
 		s.set(&e, px.Listen)
 	}
 	return p, e, nil
+}
+
+// add starts a proxy named name in front of upstream. It listens below the
+// ephemeral port range: a failover restarts the listener on the same port
+// (toxiproxy's Update), and an outgoing connection given that port in
+// between would make the restart fail and leave the server unreachable.
+func (p *proxies) add(name, upstream string) (*toxiproxy.Proxy, error) {
+	var err error
+	for range 5 {
+		var ports []int
+		if ports, err = loopback.FreePorts(1); err != nil {
+			return nil, err
+		}
+		px := toxiproxy.NewProxy(p.api, name, loopback.Addr(ports[0]), upstream)
+		if err = p.api.Collection.Add(px, true); err == nil {
+			return px, nil
+		}
+		// Another process took the port since it was found free; any
+		// other error would repeat.
+		if !errors.Is(err, syscall.EADDRINUSE) {
+			return nil, err
+		}
+	}
+	return nil, err
 }
 
 func (p *proxies) close() { _ = p.api.Collection.Clear() }

@@ -104,6 +104,8 @@ type Summary struct {
 	// injected are in Skipped).
 	Faults  map[string]int `json:"faults"`
 	Skipped int            `json:"skipped,omitempty"`
+	// SkipReason is why the first fault that was not injected failed.
+	SkipReason string `json:"skip_reason,omitempty"`
 	// Report is the checker's verdict.
 	Report *Report `json:"report"`
 }
@@ -119,7 +121,7 @@ func (s *Summary) String() string {
 	fmt.Fprintf(&b, "  operations: %s\n", counts(s.Ops))
 	fmt.Fprintf(&b, "  faults:     %s", counts(s.Faults))
 	if s.Skipped > 0 {
-		fmt.Fprintf(&b, " (%d not injected)", s.Skipped)
+		fmt.Fprintf(&b, " (%d not injected; the first: %s)", s.Skipped, s.SkipReason)
 	}
 	fmt.Fprintf(&b, "\n  anomalies:  %s\n", counts(s.Report.Counts))
 	for _, n := range s.Report.Notes {
@@ -254,6 +256,9 @@ func Run(ctx context.Context, cfg *Config) (*Summary, error) {
 	}
 	for _, f := range faults {
 		if f.Error != "" {
+			if sum.Skipped == 0 {
+				sum.SkipReason = f.Kind + " " + f.Target + ": " + f.Error
+			}
 			sum.Skipped++
 		} else {
 			sum.Faults[f.Kind]++

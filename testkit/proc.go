@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -18,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/concurkit/concurkit/internal/loopback"
 )
 
 // ProcReadyTimeout bounds how long Start waits for a process to serve.
@@ -456,40 +457,14 @@ func isExecutable(p string) bool {
 // connections cannot grab a killed server's port before it restarts.
 func freePorts(t testing.TB, n int) []int {
 	t.Helper()
-	lo, hi := 20000, 32000
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			if eph, err := strconv.Atoi(f[0]); err == nil && eph-1 < hi {
-				hi = eph - 1
-			}
-		}
-	}
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
-		}
-	}()
-	ports := make([]int, 0, n)
-	for tries := 0; len(ports) < n && tries < 1000; tries++ {
-		addr := "127.0.0.1:0"
-		if hi-lo > 100 {
-			addr = "127.0.0.1:" + strconv.Itoa(lo+rand.IntN(hi-lo))
-		}
-		l, err := net.Listen("tcp", addr)
-		if err != nil {
-			continue
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	if len(ports) < n {
-		t.Fatalf("testenv: found only %d free ports of %d", len(ports), n)
+	ports, err := loopback.FreePorts(n)
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
 	}
 	return ports
 }
 
-func addr(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
+func addr(port int) string { return loopback.Addr(port) }
 
 // ---------------------------------------------------------------- probes
 
