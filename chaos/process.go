@@ -178,10 +178,14 @@ type crew struct {
 	live    map[int]*worker
 	next    int
 	exited  []*worker
+	// working is closed when the first operation completes OK.
+	working     chan struct{}
+	workingOnce sync.Once
 }
 
 func newCrew(argv []string, s spec, h *History) *crew {
-	return &crew{argv: argv, spec: s, hist: h, holding: map[int]bool{}, reading: map[int]bool{}, live: map[int]*worker{}}
+	return &crew{argv: argv, spec: s, hist: h, holding: map[int]bool{}, reading: map[int]bool{}, live: map[int]*worker{},
+		working: make(chan struct{})}
 }
 
 // start starts one more client process.
@@ -238,6 +242,9 @@ func (c *crew) read(r io.Reader) {
 			continue // a line cut by a kill
 		}
 		c.hist.Add(op)
+		if op.Outcome == OK {
+			c.workingOnce.Do(func() { close(c.working) })
+		}
 		c.mu.Lock()
 		switch {
 		case op.Kind == "acquire" && op.Outcome == OK:

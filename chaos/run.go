@@ -54,7 +54,8 @@ type Config struct {
 	TTL time.Duration
 	// Interval is the mean quiet time between two faults of a stream (the
 	// clients' pauses and kills, and the system's faults, run at once).
-	// Default the TTL.
+	// Default the TTL. The first fault's wait starts when the first
+	// operation completes OK, not when the run starts.
 	Interval time.Duration
 	// Nemeses are the kinds of fault to inject (see Nemeses); nil means
 	// all, an empty non-nil slice none.
@@ -225,6 +226,13 @@ func Run(ctx context.Context, cfg *Config) (*Summary, error) {
 		if sys == "postgres" || sys == "mysql" {
 			n.databases = append(n.databases, sys)
 		}
+	}
+	// Faults begin once the workload works: a client slow to start (built
+	// with -race on a busy machine) must not meet every fault before its
+	// first operation, leaving a run with nothing to judge.
+	select {
+	case <-crew.working:
+	case <-nctx.Done():
 	}
 	faults := n.runAll(nctx, c.Seed, c.Duration, c.TTL, c.Interval, c.Nemeses, func(f Fault) {
 		if c.Progress != nil {
