@@ -189,15 +189,21 @@ func TestGaleraConcurrentRelays(t *testing.T) {
 	for _, spread := range []bool{true, false} {
 		name := map[bool]string{true: "relays on three nodes", false: "relays on one node"}[spread]
 		t.Run(name, func(t *testing.T) {
-			dups := galeraConcurrentRelays(t, spread)
-			if !spread && dups != 0 {
-				t.Errorf("%d duplicates with every relay on one node, want none", dups)
+			dups, conflicts, batch := galeraConcurrentRelays(t, spread)
+			// On one node the relays never meet at certification; only a
+			// producer's insert replicated from another node can abort a
+			// relay's transaction there (a brute-force abort: CI saw one),
+			// and each abort repeats at most one batch.
+			if !spread && dups > int(conflicts)*batch {
+				t.Errorf("%d duplicates with every relay on one node, over %d conflicts on the cluster × batch %d", dups, conflicts, batch)
 			}
 		})
 	}
 }
 
-func galeraConcurrentRelays(t *testing.T, spread bool) int {
+// galeraConcurrentRelays returns the duplicate publishes, the conflicts
+// the cluster counted meanwhile and the relays' batch size.
+func galeraConcurrentRelays(t *testing.T, spread bool) (dups int, conflicts int64, batchSize int) {
 	c := openGaleraOutbox(t)
 	ctx := t.Context()
 	const relaysN, producers, perProducer, batch = 6, 4, 100, 10
@@ -230,7 +236,7 @@ func galeraConcurrentRelays(t *testing.T, spread bool) int {
 	var failed atomic.Int64
 	var wg sync.WaitGroup
 	start := time.Now()
-	c.Counted(t, fmt.Sprintf("%d relays, spread over the nodes: %v", relaysN, spread), func() {
+	conflicts = c.Counted(t, fmt.Sprintf("%d relays, spread over the nodes: %v", relaysN, spread), func() {
 		for _, r := range relays {
 			wg.Go(func() {
 				for {
@@ -280,11 +286,11 @@ func galeraConcurrentRelays(t *testing.T, spread bool) int {
 		wg.Wait()
 	})
 	if t.Failed() {
-		return 0
+		return 0, conflicts, batch
 	}
 	counts := rec.counts()
 	total := producers * perProducer
-	dups, publishes := 0, 0
+	publishes := 0
 	written.Range(func(id, _ any) bool {
 		n := counts[id.(string)]
 		if n == 0 {
@@ -325,5 +331,5 @@ func galeraConcurrentRelays(t *testing.T, spread bool) int {
 	}
 	t.Logf("%d messages, %d relays (spread over the nodes: %v), batches of %d, in %v: %d publishes, %d duplicates (%.1f%%), %d claims lost at COMMIT; every effect applied once",
 		total, len(relays), spread, batch, time.Since(start).Round(time.Millisecond), publishes, dups, 100*float64(dups)/float64(total), failed.Load())
-	return dups
+	return dups, conflicts, batch
 }

@@ -20,7 +20,9 @@
 // their marks did not commit; Once returns it, Run backs off and claims
 // again). Measured with six relays, batches of 10 and 400 messages: on
 // three nodes 979 to 1,076 duplicate publishes (245–269 %, 139–226 claims
-// lost); on one node none. Producers may write on any node; run the
+// lost); on one node none, unless a producer's insert replicated from
+// another node aborts a relay's transaction (a brute-force abort, rare:
+// one duplicate in a CI run). Producers may write on any node; run the
 // relays against one node (a DSN or proxy route of their own), keeping a
 // relay on another node only for failover, and consume with package inbox,
 // which absorbs the duplicates (TestGaleraConcurrentRelays applies every
