@@ -10,8 +10,12 @@
 //     and revoking a lease per acquisition would cost two more raft writes
 //     than the lock itself.
 //   - Acquire, in one transaction, puts <prefix><escaped key>/<session
-//     lease id>-<n> (n counts the session's keys, so each acquisition has
-//     a key of its own) attached to the session's lease and reads the key
+//     lease id>-<n> (n is a number no other live lease of the session
+//     holds, so each acquisition has a key of its own; a released lease's
+//     number is reused, because etcd keeps every deleted key's index until
+//     a compaction and a fresh name per acquisition made each read of a
+//     busy key's contenders slower than the last; cleanups delete only
+//     their own generation of a name) attached to the session's lease and reads the key
 //     with the lowest CreateRevision under <prefix><escaped key>/. If that
 //     is ours, the lock is held.
 //   - Otherwise it waits, one watch at a time, for the deletion of the last

@@ -117,12 +117,50 @@ type Locker struct {
 type session struct {
 	id      clientv3.LeaseID
 	granted time.Duration
-	n       atomic.Uint64 // lock keys made on it
 
 	mu      sync.Mutex
 	renewed time.Time // local time just before the latest successful grant or renewal was sent
 	dead    bool
 	leases  map[*lease.Lease]struct{}
+	// free holds the key numbers released leases gave back (see slot);
+	// next is the first number never used.
+	free []uint64
+	next uint64
+}
+
+// slot returns the number of a new lock key on this session: the lowest
+// one a released lease gave back, else a fresh one. etcd keeps the index
+// of a deleted key until the next compaction, and the read of a key's
+// contenders walks every index under its prefix: a fresh name for every
+// acquisition made each acquisition of a busy key slower than the last
+// (about 0.14 ms more per 1,000 acquisitions on this machine), where a
+// reused name adds a generation to one index. Two leases alive at once
+// never share a number.
+func (s *session) slot() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.free) == 0 {
+		s.next++
+		return s.next
+	}
+	i := 0
+	for j, n := range s.free {
+		if n < s.free[i] {
+			i = j
+		}
+	}
+	n := s.free[i]
+	s.free[i] = s.free[len(s.free)-1]
+	s.free = s.free[:len(s.free)-1]
+	return n
+}
+
+// giveBack returns key number n once its key is known deleted, and
+// nothing of its lease can touch the name again.
+func (s *session) giveBack(n uint64) {
+	s.mu.Lock()
+	s.free = append(s.free, n)
+	s.mu.Unlock()
 }
 
 // lastRenewed returns the session's latest renewal and whether it is
@@ -450,7 +488,8 @@ func (l *Locker) attemptOn(ctx context.Context, key, pfx string, o distlock.Opti
 	// Unique per acquisition: two acquisitions on one session never share
 	// a key (concurrency.Mutex would treat a second Lock on its session as
 	// already held).
-	myKey := pfx + strconv.FormatInt(int64(id), 16) + "-" + strconv.FormatUint(s.n.Add(1), 16)
+	slot := s.slot()
+	myKey := pfx + strconv.FormatInt(int64(id), 16) + "-" + strconv.FormatUint(slot, 16)
 	defer func() {
 		if err != nil { // the put may or may not have been applied: deleting covers both
 			l.deleteAbandoned(ctx, pfx, s, myKey)
@@ -472,7 +511,7 @@ func (l *Locker) attemptOn(ctx context.Context, key, pfx string, o distlock.Opti
 	owner := resp.Responses[1].GetResponseRange().Kvs
 	if len(owner) == 1 && owner[0].CreateRevision == myRev {
 		// No wait: our put is the first key, created at the txn's revision.
-		ls, err := l.newLease(observe.FromContext(ctx), key, myKey, s, fenced.Token(myRev), validity, o.AutoExtend)
+		ls, err := l.newLease(observe.FromContext(ctx), key, myKey, slot, s, fenced.Token(myRev), validity, o.AutoExtend)
 		return ls, s, err
 	}
 	if try {
@@ -497,7 +536,7 @@ func (l *Locker) attemptOn(ctx context.Context, key, pfx string, o distlock.Opti
 		}
 		s.renew(at)
 	}
-	ls, err := l.newLease(observe.FromContext(ctx), key, myKey, s, token, validity, o.AutoExtend)
+	ls, err := l.newLease(observe.FromContext(ctx), key, myKey, slot, s, token, validity, o.AutoExtend)
 	return ls, s, err
 }
 
@@ -671,7 +710,7 @@ func (l *Locker) waitDelete(ctx context.Context, pred *mvccpb.KeyValue, s *sessi
 // newLease hands out the lease: its local validity (at most what the
 // server granted) counts from the session's latest renewal, which the
 // server's lease outlives.
-func (l *Locker) newLease(hooks *observe.Hooks, key, myKey string, s *session, token fenced.Token, validity time.Duration, autoExtend bool) (distlock.Lease, error) {
+func (l *Locker) newLease(hooks *observe.Hooks, key, myKey string, slot uint64, s *session, token fenced.Token, validity time.Duration, autoExtend bool) (distlock.Lease, error) {
 	var self atomic.Pointer[lease.Lease] // set once New returns
 	renewed, alive := s.lastRenewed()
 	if !alive {
@@ -725,19 +764,21 @@ func (l *Locker) newLease(hooks *observe.Hooks, key, myKey string, s *session, t
 					s.mu.Unlock()
 				}
 				// Bounded by the context's deadline and the request timeout
-				// (also when the context has no deadline). Our key's name is
-				// ours alone: deleting it never touches a successor's.
+				// (also when the context has no deadline). The delete names
+				// our key's generation (its create revision is the token):
+				// it never touches a later lease's key of the same name.
 				rctx, cancel := l.rpc(ctx)
 				defer cancel()
-				resp, err := l.c.Delete(rctx, myKey)
+				deleted, err := l.deleteOwn(rctx, myKey, int64(token))
 				if err != nil {
 					// The key may be left on a lease that others keep alive.
 					l.kill(s, fmt.Errorf("%w: etcdlock: delete of %s failed: %w", distlock.ErrLeaseLost, myKey, err))
 					return fmt.Errorf("etcdlock: delete lock key %s: %w", myKey, err)
 				}
-				if resp.Deleted == 0 {
+				if !deleted {
 					return fmt.Errorf("%w: etcdlock: lock key %s already gone", distlock.ErrLeaseLost, myKey)
 				}
+				s.giveBack(slot)
 				return nil
 			},
 		},
@@ -792,6 +833,19 @@ func (l *Locker) Close(ctx context.Context) error {
 	return errors.Join(append([]error{err}, errs...)...)
 }
 
+// deleteOwn deletes key if it is still the generation created at
+// revision createRev, and reports whether it did: a lease's name is
+// reused by a later lease of its session once released (session.slot), so
+// a late cleanup must not delete the newer key.
+func (l *Locker) deleteOwn(ctx context.Context, key string, createRev int64) (bool, error) {
+	resp, err := l.c.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", createRev)).
+		Then(clientv3.OpDelete(key)).Commit()
+	if err != nil {
+		return false, err
+	}
+	return resp.Succeeded && resp.Responses[0].GetResponseDeleteRange().Deleted == 1, nil
+}
+
 // watch marks ls lost when its key is deleted (lease expired or revoked
 // on the server, or the key deleted by someone else). If the watch breaks
 // and its revision has been compacted meanwhile, the key is re-read: still
@@ -810,7 +864,7 @@ func (l *Locker) watch(ls *lease.Lease, s *session, myKey string, createRev int6
 		// renew it): the key must not outlive the lease. If the delete
 		// fails, the session dies with it.
 		rctx, cancel := context.WithTimeout(context.Background(), l.timeout)
-		_, err := l.c.Delete(rctx, myKey)
+		_, err := l.deleteOwn(rctx, myKey, createRev)
 		cancel()
 		if err != nil {
 			l.kill(s, fmt.Errorf("%w: etcdlock: cleanup of %s failed: %w", distlock.ErrLeaseLost, myKey, err))

@@ -3,6 +3,7 @@ package etcdlock_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -228,5 +229,99 @@ func TestSessionReuse(t *testing.T) {
 	}
 	if err := next.Release(t.Context()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestKeyNamesReused: a released lease gives its key's name back to the
+// session, so a key acquired over and over leaves one index on etcd
+// instead of one tombstone per acquisition (each made every later read of
+// the key's contenders slower until a compaction); two leases alive at
+// once never share a name, and a lost lease's name is not reused.
+func TestKeyNamesReused(t *testing.T) {
+	c, prefix := testkit.Etcd(t)
+	l := newLocker(t, c, prefix)
+	name := func(key string) string {
+		t.Helper()
+		resp, err := c.Get(t.Context(), prefix+key+"/", clientv3.WithPrefix())
+		if err != nil || len(resp.Kvs) != 1 {
+			t.Fatalf("keys under %s: %v %v", key, resp, err)
+		}
+		return string(resp.Kvs[0].Key)
+	}
+	acquire := func(key string) distlock.Lease {
+		t.Helper()
+		ls, err := l.Acquire(t.Context(), key, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ls
+	}
+	release := func(ls distlock.Lease) {
+		t.Helper()
+		if err := ls.Release(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := acquire("k")
+	firstName, last := name("k"), first.Token()
+	release(first)
+	for range 5 {
+		ls := acquire("k")
+		if got := name("k"); got != firstName {
+			t.Fatalf("acquisition after a release on %s, want the released name %s", got, firstName)
+		}
+		if ls.Token() <= last {
+			t.Fatalf("token %d after %d: a reused name must still mint a higher token", ls.Token(), last)
+		}
+		last = ls.Token()
+		release(ls)
+	}
+	// Held at once: distinct names.
+	a, b := acquire("k"), acquire("other")
+	number := func(s string) string { return s[strings.LastIndex(s, "-")+1:] }
+	if name("k") != firstName || number(name("other")) == number(firstName) {
+		t.Fatalf("two live leases on one session: %s and %s, want distinct numbers", name("k"), name("other"))
+	}
+	release(b)
+	// A lost lease keeps its name out of use.
+	if _, err := c.Delete(t.Context(), prefix+"k/", clientv3.WithPrefix()); err != nil {
+		t.Fatal(err)
+	}
+	<-a.Context().Done()
+	if err := a.Release(t.Context()); !errors.Is(err, distlock.ErrLeaseLost) {
+		t.Fatalf("Release of a lease whose key was deleted = %v", err)
+	}
+	next := acquire("k")
+	if name("k") == firstName {
+		t.Fatalf("lost lease's name %s reused", firstName)
+	}
+	release(next)
+}
+
+// TestDeleteOwnGeneration: the cleanup of a lease deletes its own key
+// generation only, never a later lease's key of the same name.
+func TestDeleteOwnGeneration(t *testing.T) {
+	c, prefix := testkit.Etcd(t)
+	l := newLocker(t, c, prefix)
+	key := prefix + "gen/x"
+	old, err := c.Put(t.Context(), key, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Delete(t.Context(), key); err != nil {
+		t.Fatal(err)
+	}
+	cur, err := c.Put(t.Context(), key, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := l.DeleteOwn(t.Context(), key, old.Header.Revision); err != nil || ok {
+		t.Fatalf("delete of the old generation: %v, %v; want false, nil", ok, err)
+	}
+	if resp, err := c.Get(t.Context(), key); err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("newer generation after a stale delete: %v %v", resp, err)
+	}
+	if ok, err := l.DeleteOwn(t.Context(), key, cur.Header.Revision); err != nil || !ok {
+		t.Fatalf("delete of the current generation: %v, %v; want true, nil", ok, err)
 	}
 }
